@@ -1,0 +1,217 @@
+// Package config loads and validates the outbox_exporter configuration file.
+//
+// The file is strict YAML: unknown keys, wrong types and bad values are
+// errors that name the key path and the line, and every error found is
+// reported at once. ${VAR} in any string is replaced from the environment.
+package config
+
+import (
+	"time"
+)
+
+// Config is a loaded and validated configuration file.
+type Config struct {
+	Databases map[string]*Database     `yaml:"databases"`
+	Outboxes  map[string]*Outbox       `yaml:"outboxes"`
+	Kafka     map[string]*Kafka        `yaml:"kafka"`
+	Reconcile map[string]*ReconcileJob `yaml:"reconcile"`
+	Audit     map[string]*Audit        `yaml:"audit"`
+	Alerting  Alerting                 `yaml:"alerting"`
+
+	// lines maps a key path such as "outboxes.messages.deadline" to the
+	// line it was written on, for errors found after decoding.
+	lines map[string]int
+}
+
+// Line returns the line a key path was written on, or 0 if it was not.
+func (c *Config) Line(path string) int {
+	if c == nil || c.lines == nil {
+		return 0
+	}
+	return c.lines[path]
+}
+
+// Database is one monitored PostgreSQL database. Every session the exporter
+// opens on it is read-only.
+type Database struct {
+	// DSN is a libpq URL or key=value string. It may hold a password:
+	// never log it; use RedactDSN.
+	DSN              Secret        `yaml:"dsn"`
+	MaxConnections   int           `yaml:"max_connections"`
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	LockTimeout      time.Duration `yaml:"lock_timeout"`
+}
+
+// Label is one label column of an outbox: Name becomes the metric label,
+// Column is read from the table. Order is kept as written in the file; the
+// first label selects per-label deadlines.
+type Label struct {
+	Name   string
+	Column string
+}
+
+// Outbox describes one outbox table and how a row's state is read.
+type Outbox struct {
+	Database  string  `yaml:"database"`
+	Table     string  `yaml:"table"`
+	ID        string  `yaml:"id"`
+	CreatedAt string  `yaml:"created_at"`
+	Labels    []Label `yaml:"labels"`
+
+	Status    string   `yaml:"status"`
+	Pending   []string `yaml:"pending"`
+	InFlight  []string `yaml:"in_flight"`
+	Published []string `yaml:"published"`
+	Dead      []string `yaml:"dead"`
+	Unknown   []string `yaml:"unknown"`
+
+	PublishedAt string        `yaml:"published_at"`
+	DeadAt      string        `yaml:"dead_at"`
+	LeaseUntil  string        `yaml:"lease_until"`
+	ClaimedAt   string        `yaml:"claimed_at"`
+	LeaseTTL    time.Duration `yaml:"lease_ttl"`
+	Attempts    string        `yaml:"attempts"`
+	LastError   string        `yaml:"last_error"`
+	Filter      string        `yaml:"filter"`
+	UnknownWhen string        `yaml:"unknown_when"`
+
+	Deadline       time.Duration            `yaml:"deadline"`
+	Deadlines      map[string]time.Duration `yaml:"deadlines"`
+	MaxLabelValues int                      `yaml:"max_label_values"`
+	// SLOObjective is the share of events that must be published within
+	// their deadline; the generated burn-rate alerts use it. Default 0.999.
+	SLOObjective float64 `yaml:"slo_objective"`
+	// MaxCount caps exact counting during a huge backlog: a state count
+	// above it is reported as MaxCount and outbox_events_capped says so.
+	// Default 100000.
+	MaxCount int `yaml:"max_count"`
+}
+
+// StateStyle is how an outbox row's state is stored.
+type StateStyle int
+
+const (
+	// StyleStatus: a status column with text or integer values.
+	StyleStatus StateStyle = iota
+	// StyleTimestamps: published when published_at is set, dead when dead_at is set.
+	StyleTimestamps
+	// StyleDeleteOnPublish: every row present is unpublished.
+	StyleDeleteOnPublish
+)
+
+// Style reports how the outbox stores a row's state.
+func (o *Outbox) Style() StateStyle {
+	switch {
+	case o.Status != "":
+		return StyleStatus
+	case o.PublishedAt != "" || o.DeadAt != "":
+		return StyleTimestamps
+	default:
+		return StyleDeleteOnPublish
+	}
+}
+
+// DeadlineFor returns the deadline of events whose first label has value v.
+func (o *Outbox) DeadlineFor(v string) time.Duration {
+	if d, ok := o.Deadlines[v]; ok {
+		return d
+	}
+	return o.Deadline
+}
+
+// TLS configures a Kafka client's TLS.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// SASL configures a Kafka client's SASL authentication.
+type SASL struct {
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	Password  Secret `yaml:"password"`
+}
+
+// Kafka is one Kafka cluster and the consumer groups watched on it.
+type Kafka struct {
+	Brokers   []string                 `yaml:"brokers"`
+	TLS       TLS                      `yaml:"tls"`
+	SASL      SASL                     `yaml:"sasl"`
+	Groups    []string                 `yaml:"groups"`
+	Topics    []string                 `yaml:"topics"`
+	Deadline  time.Duration            `yaml:"deadline"`
+	Deadlines map[string]time.Duration `yaml:"deadlines"`
+}
+
+// DeadlineFor returns the lag deadline of a consumer group.
+func (k *Kafka) DeadlineFor(group string) time.Duration {
+	if d, ok := k.Deadlines[group]; ok {
+		return d
+	}
+	return k.Deadline
+}
+
+// ReconcileJob compares the authoritative table with the outbox and the
+// derived target.
+type ReconcileJob struct {
+	Schedule  string          `yaml:"schedule"`
+	FullSweep string          `yaml:"full_sweep"`
+	Window    time.Duration   `yaml:"window"`
+	Grace     time.Duration   `yaml:"grace"`
+	Authority AuthoritySide   `yaml:"authority"`
+	Outbox    *OutboxSide     `yaml:"outbox"`
+	Target    *TargetSide     `yaml:"target"`
+	// MaxFindings caps the findings kept per kind; the metric keeps the
+	// true count. Default 10000.
+	MaxFindings int `yaml:"max_findings"`
+	// ChunkTime is the target time of one range query. Default 200ms.
+	ChunkTime time.Duration `yaml:"chunk_time"`
+}
+
+// AuthoritySide is the table that owns the truth (e.g. messages).
+type AuthoritySide struct {
+	Database  string `yaml:"database"`
+	Table     string `yaml:"table"`
+	Key       string `yaml:"key"`
+	Version   string `yaml:"version"`
+	CreatedAt string `yaml:"created_at"`
+}
+
+// OutboxSide names an outbox from the outboxes section and its columns
+// that carry the authority key and version.
+type OutboxSide struct {
+	Name    string `yaml:"name"`
+	Key     string `yaml:"key"`
+	Version string `yaml:"version"`
+}
+
+// TargetSide is the derived table (e.g. a search index).
+type TargetSide struct {
+	Database string `yaml:"database"`
+	Table    string `yaml:"table"`
+	Key      string `yaml:"key"`
+	Version  string `yaml:"version"`
+}
+
+// Audit compares an outbox with the topics its relays publish to.
+type Audit struct {
+	Kafka   string        `yaml:"kafka"`
+	Topics  []string      `yaml:"topics"`
+	EventID string        `yaml:"event_id"`
+	Sample  float64       `yaml:"sample"`
+	Grace   time.Duration `yaml:"grace"`
+	Window  time.Duration `yaml:"window"`
+}
+
+// Alerting holds what `generate` needs beyond the collectors' own keys.
+type Alerting struct {
+	// Selector is added to every generated PromQL selector, e.g.
+	// `job="outbox_exporter"`. Default empty.
+	Selector string `yaml:"selector"`
+	// RunbookURL is the base of every alert's runbook_url; a "#anchor"
+	// naming the alert is appended.
+	RunbookURL string `yaml:"runbook_url"`
+}

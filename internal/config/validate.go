@@ -1,0 +1,447 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Defaults applied to keys left out of the file.
+const (
+	DefaultMaxConnections   = 2
+	DefaultStatementTimeout = 5 * time.Second
+	DefaultLockTimeout      = 1 * time.Second
+	DefaultMaxLabelValues   = 100
+	DefaultMaxCount         = 100000
+	DefaultSLOObjective     = 0.999
+	DefaultKafkaDeadline    = 10 * time.Minute
+	DefaultReconcileWindow  = 24 * time.Hour
+	DefaultReconcileGrace   = 2 * time.Minute
+	DefaultMaxFindings      = 10000
+	DefaultChunkTime        = 200 * time.Millisecond
+	DefaultAuditSample      = 1.0
+	DefaultAuditGrace       = time.Minute
+	DefaultAuditWindow      = time.Hour
+	MaxLabels               = 3
+)
+
+func (c *Config) setDefaults() {
+	for _, db := range c.Databases {
+		if db.MaxConnections == 0 {
+			db.MaxConnections = DefaultMaxConnections
+		}
+		if db.StatementTimeout == 0 {
+			db.StatementTimeout = DefaultStatementTimeout
+		}
+		if db.LockTimeout == 0 {
+			db.LockTimeout = DefaultLockTimeout
+		}
+	}
+	for _, o := range c.Outboxes {
+		if o.MaxLabelValues == 0 {
+			o.MaxLabelValues = DefaultMaxLabelValues
+		}
+		if o.MaxCount == 0 {
+			o.MaxCount = DefaultMaxCount
+		}
+		if o.SLOObjective == 0 {
+			o.SLOObjective = DefaultSLOObjective
+		}
+	}
+	for _, k := range c.Kafka {
+		if k.Deadline == 0 {
+			k.Deadline = DefaultKafkaDeadline
+		}
+	}
+	for _, r := range c.Reconcile {
+		if r.Window == 0 {
+			r.Window = DefaultReconcileWindow
+		}
+		if r.Grace == 0 {
+			r.Grace = DefaultReconcileGrace
+		}
+		if r.MaxFindings == 0 {
+			r.MaxFindings = DefaultMaxFindings
+		}
+		if r.ChunkTime == 0 {
+			r.ChunkTime = DefaultChunkTime
+		}
+	}
+	for _, a := range c.Audit {
+		if a.Sample == 0 {
+			a.Sample = DefaultAuditSample
+		}
+		if a.Grace == 0 {
+			a.Grace = DefaultAuditGrace
+		}
+		if a.Window == 0 {
+			a.Window = DefaultAuditWindow
+		}
+	}
+}
+
+var (
+	identPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
+	nameRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+	labelRe   = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
+
+// reservedLabels are labels the exporter sets itself.
+var reservedLabels = map[string]bool{"outbox": true, "state": true, "le": true, "job": true, "instance": true, "cluster": true, "group": true, "topic": true}
+
+type validator struct {
+	c    *Config
+	errs Errors
+}
+
+func (v *validator) fail(path, format string, args ...any) {
+	line := v.c.Line(path)
+	for p := path; line == 0 && p != ""; {
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+		line = v.c.Line(p)
+	}
+	v.errs = append(v.errs, &Error{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// column checks an optional column name.
+func (v *validator) column(path, col string) {
+	if col != "" && !identPart.MatchString(col) {
+		v.fail(path, "%q is not a valid column name (letters, digits, _ and $, starting with a letter or _, at most 63)", col)
+	}
+}
+
+func (v *validator) required(path, val string) bool {
+	if val == "" {
+		v.fail(path, "is required")
+		return false
+	}
+	return true
+}
+
+func (v *validator) table(path, t string) {
+	if !v.required(path, t) {
+		return
+	}
+	parts := strings.Split(t, ".")
+	if len(parts) > 2 {
+		v.fail(path, "%q is not a table name (schema.table or table)", t)
+		return
+	}
+	for _, p := range parts {
+		if !identPart.MatchString(p) {
+			v.fail(path, "%q is not a valid table name (letters, digits, _ and $, starting with a letter or _, at most 63 per part)", t)
+			return
+		}
+	}
+}
+
+func (v *validator) database(path, name string) {
+	if !v.required(path, name) {
+		return
+	}
+	if _, ok := v.c.Databases[name]; !ok {
+		v.fail(path, "database %q is not defined under databases", name)
+	}
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// CronParser parses reconcile schedules: standard five-field specs and
+// descriptors such as "@every 5m" and "@daily".
+var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+func (c *Config) validate() Errors {
+	v := &validator{c: c}
+	for _, name := range sortedKeys(c.Databases) {
+		db, p := c.Databases[name], "databases."+name
+		if !nameRe.MatchString(name) {
+			v.fail(p, "%q is not a valid name", name)
+		}
+		v.required(p+".dsn", string(db.DSN))
+		if db.MaxConnections < 1 {
+			v.fail(p+".max_connections", "must be at least 1, got %d", db.MaxConnections)
+		}
+	}
+	for _, name := range sortedKeys(c.Outboxes) {
+		v.outbox("outboxes."+name, name, c.Outboxes[name])
+	}
+	for _, name := range sortedKeys(c.Kafka) {
+		v.kafka("kafka."+name, c.Kafka[name])
+	}
+	for _, name := range sortedKeys(c.Reconcile) {
+		v.reconcile("reconcile."+name, c.Reconcile[name])
+	}
+	for _, name := range sortedKeys(c.Audit) {
+		v.audit("audit."+name, name, c.Audit[name])
+	}
+	return v.errs
+}
+
+func (v *validator) outbox(p, name string, o *Outbox) {
+	if !labelValueOK(name) {
+		v.fail(p, "%q is not a valid outbox name", name)
+	}
+	v.database(p+".database", o.Database)
+	v.table(p+".table", o.Table)
+	if v.required(p+".id", o.ID) {
+		v.column(p+".id", o.ID)
+	}
+	if v.required(p+".created_at", o.CreatedAt) {
+		v.column(p+".created_at", o.CreatedAt)
+	}
+	if len(o.Labels) > MaxLabels {
+		v.fail(p+".labels", "at most %d label columns, got %d", MaxLabels, len(o.Labels))
+	}
+	for _, l := range o.Labels {
+		lp := p + ".labels." + l.Name
+		if !labelRe.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
+			v.fail(lp, "%q is not a valid Prometheus label name", l.Name)
+		} else if reservedLabels[l.Name] {
+			v.fail(lp, "label %q is reserved by the exporter", l.Name)
+		}
+		if v.required(lp, l.Column) {
+			v.column(lp, l.Column)
+		}
+	}
+	for k, col := range map[string]string{
+		"status": o.Status, "published_at": o.PublishedAt, "dead_at": o.DeadAt,
+		"lease_until": o.LeaseUntil, "claimed_at": o.ClaimedAt, "attempts": o.Attempts, "last_error": o.LastError,
+	} {
+		v.column(p+"."+k, col)
+	}
+	if o.Status != "" {
+		if len(o.Pending) == 0 {
+			v.fail(p+".pending", "is required with status: the status values of rows not yet claimed")
+		}
+		if len(o.Published) == 0 && o.PublishedAt == "" {
+			v.fail(p+".published", "is required with status: the status values of published rows")
+		}
+		seen := map[string]string{}
+		for _, set := range []struct {
+			key  string
+			vals []string
+		}{{"pending", o.Pending}, {"in_flight", o.InFlight}, {"published", o.Published}, {"dead", o.Dead}, {"unknown", o.Unknown}} {
+			for i, s := range set.vals {
+				sp := fmt.Sprintf("%s.%s[%d]", p, set.key, i)
+				if s == "" {
+					v.fail(sp, "status value is empty")
+				}
+				if other, dup := seen[s]; dup && set.key != "unknown" {
+					v.fail(sp, "status %q is also listed under %s", s, other)
+				}
+				if set.key != "unknown" {
+					seen[s] = set.key
+				}
+			}
+		}
+		for i, s := range o.Unknown {
+			if k := seen[s]; k != "in_flight" && k != "pending" && k != "" {
+				v.fail(fmt.Sprintf("%s.unknown[%d]", p, i), "status %q is listed under %s; unknown results are unpublished rows", s, k)
+			}
+		}
+	} else {
+		for k, vals := range map[string][]string{"pending": o.Pending, "in_flight": o.InFlight, "published": o.Published, "dead": o.Dead, "unknown": o.Unknown} {
+			if len(vals) > 0 {
+				v.fail(p+"."+k, "status values need a status column")
+			}
+		}
+	}
+	if o.LeaseUntil != "" && o.ClaimedAt != "" {
+		v.fail(p+".claimed_at", "give lease_until or claimed_at with lease_ttl, not both")
+	}
+	if o.LeaseTTL > 0 && o.ClaimedAt == "" {
+		v.fail(p+".lease_ttl", "needs claimed_at")
+	}
+	if o.Deadline <= 0 {
+		v.fail(p+".deadline", "is required: the promised notification deadline, e.g. 5m")
+	}
+	if len(o.Deadlines) > 0 && len(o.Labels) == 0 {
+		v.fail(p+".deadlines", "overrides by the first label's value need labels")
+	}
+	for _, k := range sortedKeys(o.Deadlines) {
+		if o.Deadlines[k] <= 0 {
+			v.fail(p+".deadlines."+k, "must be positive")
+		}
+	}
+	if o.MaxLabelValues < 1 {
+		v.fail(p+".max_label_values", "must be at least 1, got %d", o.MaxLabelValues)
+	}
+	if o.MaxCount < 1 {
+		v.fail(p+".max_count", "must be at least 1, got %d", o.MaxCount)
+	}
+	if o.SLOObjective <= 0 || o.SLOObjective >= 1 {
+		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
+	}
+	for k, s := range map[string]string{"filter": o.Filter, "unknown_when": o.UnknownWhen} {
+		if strings.Contains(s, ";") {
+			v.fail(p+"."+k, "must be one SQL predicate without ';'")
+		}
+	}
+}
+
+func labelValueOK(s string) bool { return nameRe.MatchString(s) }
+
+var saslMechanisms = map[string]bool{"": true, "PLAIN": true, "SCRAM-SHA-256": true, "SCRAM-SHA-512": true}
+
+func (v *validator) kafka(p string, k *Kafka) {
+	if len(k.Brokers) == 0 {
+		v.fail(p+".brokers", "is required: at least one host:port")
+	}
+	for i, b := range k.Brokers {
+		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
+			v.fail(fmt.Sprintf("%s.brokers[%d]", p, i), "%q is not host:port", b)
+		} else if _, err := strconv.Atoi(port[strings.LastIndex(port, ":")+1:]); err != nil {
+			v.fail(fmt.Sprintf("%s.brokers[%d]", p, i), "%q is not host:port", b)
+		}
+	}
+	if (k.TLS.CertFile == "") != (k.TLS.KeyFile == "") {
+		v.fail(p+".tls", "cert_file and key_file go together")
+	}
+	if !k.TLS.Enabled && (k.TLS.CAFile != "" || k.TLS.CertFile != "" || k.TLS.InsecureSkipVerify) {
+		v.fail(p+".tls.enabled", "TLS options are set but enabled is false")
+	}
+	if !saslMechanisms[k.SASL.Mechanism] {
+		v.fail(p+".sasl.mechanism", "%q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", k.SASL.Mechanism)
+	}
+	if k.SASL.Mechanism != "" && k.SASL.Username == "" {
+		v.fail(p+".sasl.username", "is required with a SASL mechanism")
+	}
+	for i, g := range k.Groups {
+		if _, err := ParsePattern(g); err != nil {
+			v.fail(fmt.Sprintf("%s.groups[%d]", p, i), "%v", err)
+		}
+	}
+	for i, t := range k.Topics {
+		if _, err := ParsePattern(t); err != nil {
+			v.fail(fmt.Sprintf("%s.topics[%d]", p, i), "%v", err)
+		}
+	}
+	if k.Deadline <= 0 {
+		v.fail(p+".deadline", "must be positive")
+	}
+}
+
+func (v *validator) reconcile(p string, r *ReconcileJob) {
+	if !labelValueOK(strings.TrimPrefix(p, "reconcile.")) {
+		v.fail(p, "not a valid job name")
+	}
+	if v.required(p+".schedule", r.Schedule) {
+		if _, err := CronParser.Parse(r.Schedule); err != nil {
+			v.fail(p+".schedule", "%q is not a cron schedule: %v", r.Schedule, err)
+		}
+	}
+	if r.FullSweep != "" {
+		if _, err := CronParser.Parse(r.FullSweep); err != nil {
+			v.fail(p+".full_sweep", "%q is not a cron schedule: %v", r.FullSweep, err)
+		}
+	}
+	a := r.Authority
+	v.database(p+".authority.database", a.Database)
+	v.table(p+".authority.table", a.Table)
+	if v.required(p+".authority.key", a.Key) {
+		v.column(p+".authority.key", a.Key)
+	}
+	if v.required(p+".authority.version", a.Version) {
+		v.column(p+".authority.version", a.Version)
+	}
+	if v.required(p+".authority.created_at", a.CreatedAt) {
+		v.column(p+".authority.created_at", a.CreatedAt)
+	}
+	if r.Outbox != nil {
+		if v.required(p+".outbox.name", r.Outbox.Name) {
+			if _, ok := v.c.Outboxes[r.Outbox.Name]; !ok {
+				v.fail(p+".outbox.name", "outbox %q is not defined under outboxes", r.Outbox.Name)
+			}
+		}
+		if v.required(p+".outbox.key", r.Outbox.Key) {
+			v.column(p+".outbox.key", r.Outbox.Key)
+		}
+		if v.required(p+".outbox.version", r.Outbox.Version) {
+			v.column(p+".outbox.version", r.Outbox.Version)
+		}
+	}
+	if r.Target != nil {
+		v.database(p+".target.database", r.Target.Database)
+		v.table(p+".target.table", r.Target.Table)
+		if v.required(p+".target.key", r.Target.Key) {
+			v.column(p+".target.key", r.Target.Key)
+		}
+		if v.required(p+".target.version", r.Target.Version) {
+			v.column(p+".target.version", r.Target.Version)
+		}
+	}
+	if r.Outbox == nil && r.Target == nil {
+		v.fail(p, "needs outbox, target or both to compare the authority with")
+	}
+	if r.MaxFindings < 1 {
+		v.fail(p+".max_findings", "must be at least 1")
+	}
+}
+
+var eventIDRe = regexp.MustCompile(`^(key|header:.+|json:.+)$`)
+
+func (v *validator) audit(p, name string, a *Audit) {
+	if _, ok := v.c.Outboxes[name]; !ok {
+		v.fail(p, "outbox %q is not defined under outboxes", name)
+	}
+	if v.required(p+".kafka", a.Kafka) {
+		if _, ok := v.c.Kafka[a.Kafka]; !ok {
+			v.fail(p+".kafka", "kafka cluster %q is not defined under kafka", a.Kafka)
+		}
+	}
+	if len(a.Topics) == 0 {
+		v.fail(p+".topics", "is required: the topics the relays publish to")
+	}
+	if v.required(p+".event_id", a.EventID) && !eventIDRe.MatchString(a.EventID) {
+		v.fail(p+".event_id", "%q is not header:NAME, key or json:FIELD", a.EventID)
+	}
+	if a.Sample <= 0 || a.Sample > 1 {
+		v.fail(p+".sample", "must be in (0, 1], got %v", a.Sample)
+	}
+}
+
+// Pattern matches a name exactly, or by regular expression when written
+// as /regex/.
+type Pattern struct {
+	Exact string
+	Re    *regexp.Regexp
+}
+
+// Match reports whether s matches the pattern.
+func (p Pattern) Match(s string) bool {
+	if p.Re != nil {
+		return p.Re.MatchString(s)
+	}
+	return p.Exact == s
+}
+
+// ParsePattern parses a name or a /regex/. A regex is anchored.
+func ParsePattern(s string) (Pattern, error) {
+	if len(s) >= 2 && strings.HasPrefix(s, "/") && strings.HasSuffix(s, "/") {
+		re, err := regexp.Compile("^(?:" + s[1:len(s)-1] + ")$")
+		if err != nil {
+			return Pattern{}, fmt.Errorf("%q is not a valid regular expression: %w", s, err)
+		}
+		return Pattern{Re: re}, nil
+	}
+	if s == "" {
+		return Pattern{}, fmt.Errorf("empty name")
+	}
+	return Pattern{Exact: s}, nil
+}

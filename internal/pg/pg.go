@@ -1,0 +1,80 @@
+// Package pg opens the exporter's read-only PostgreSQL pools and quotes
+// identifiers taken from the configuration.
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// ApplicationName is set on every session, so a DBA can find the exporter
+// in pg_stat_activity.
+const ApplicationName = "outbox_exporter"
+
+// PoolConfig turns a configured database into a pgxpool configuration:
+// at most MaxConnections sessions, each read-only, with statement_timeout
+// and lock_timeout set as run-time parameters of the connection, so that
+// they hold before the first statement runs.
+func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(db.DSN.Reveal())
+	if err != nil {
+		// pgx's parse errors may quote the DSN; never pass them on.
+		return nil, fmt.Errorf("parse dsn %s: invalid connection string", config.RedactDSN(db.DSN.Reveal()))
+	}
+	pc.MaxConns = int32(db.MaxConnections)
+	pc.MinConns = 0
+	pc.MaxConnIdleTime = 5 * time.Minute
+	pc.HealthCheckPeriod = 30 * time.Second
+	rp := pc.ConnConfig.RuntimeParams
+	rp["application_name"] = ApplicationName
+	rp["default_transaction_read_only"] = "on"
+	rp["statement_timeout"] = fmt.Sprint(db.StatementTimeout.Milliseconds())
+	rp["lock_timeout"] = fmt.Sprint(db.LockTimeout.Milliseconds())
+	rp["idle_in_transaction_session_timeout"] = fmt.Sprint((db.StatementTimeout * 2).Milliseconds())
+	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > db.StatementTimeout {
+		pc.ConnConfig.ConnectTimeout = db.StatementTimeout
+	}
+	// The extended protocol's statement cache would keep server-side
+	// prepared statements per session; the exporter's queries are few and
+	// built once, so describe-exec is enough and survives DDL on the table.
+	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	return pc, nil
+}
+
+// Open creates a pool for db. It does not connect: the first query does,
+// so an exporter starts while its database is down and recovers by itself.
+func Open(ctx context.Context, db *config.Database) (*pgxpool.Pool, error) {
+	pc, err := PoolConfig(db)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open pool %s: %w", config.RedactDSN(db.DSN.Reveal()), err)
+	}
+	return pool, nil
+}
+
+// Table quotes a validated "schema.table" or "table" name.
+func Table(name string) string {
+	return pgx.Identifier(strings.Split(name, ".")).Sanitize()
+}
+
+// Ident quotes one validated identifier.
+func Ident(name string) string {
+	return pgx.Identifier{name}.Sanitize()
+}
+
+// Literal quotes a string as an SQL literal. It is for values that must be
+// inlined so that the planner can match partial-index predicates (status
+// values from the configuration); never for input from a request.
+func Literal(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
