@@ -157,13 +157,13 @@ func (k *Kafka) DeadlineFor(group string) time.Duration {
 // ReconcileJob compares the authoritative table with the outbox and the
 // derived target.
 type ReconcileJob struct {
-	Schedule  string          `yaml:"schedule"`
-	FullSweep string          `yaml:"full_sweep"`
-	Window    time.Duration   `yaml:"window"`
-	Grace     time.Duration   `yaml:"grace"`
-	Authority AuthoritySide   `yaml:"authority"`
-	Outbox    *OutboxSide     `yaml:"outbox"`
-	Target    *TargetSide     `yaml:"target"`
+	Schedule  string        `yaml:"schedule"`
+	FullSweep string        `yaml:"full_sweep"`
+	Window    time.Duration `yaml:"window"`
+	Grace     time.Duration `yaml:"grace"`
+	Authority AuthoritySide `yaml:"authority"`
+	Outbox    *OutboxSide   `yaml:"outbox"`
+	Target    *TargetSide   `yaml:"target"`
 	// MaxFindings caps the findings kept per kind; the metric keeps the
 	// true count. Default 10000.
 	MaxFindings int `yaml:"max_findings"`

@@ -1,0 +1,153 @@
+// Command outbox_exporter watches transactional-outbox pipelines and tells
+// on-call when an event is late, stuck, duplicated or silently lost.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/server"
+)
+
+// DefaultListenAddress is the exporter's port.
+const DefaultListenAddress = ":9899"
+
+func main() {
+	if version.Version == "" {
+		version.Version = "0.1.0-dev"
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli holds every flag; one per process, never global.
+type cli struct {
+	configFile    string
+	telemetryPath string
+	scrapeTimeout time.Duration
+	timeoutOffset time.Duration
+	web           *web.FlagConfig
+	log           *promslog.Config
+
+	reconcileJob    string
+	reconcileFull   bool
+	reconcileFormat string
+	generateOut     string
+	demoBrokers     []string
+	demoFaultEvery  time.Duration
+}
+
+// exitCode carries kingpin's requested exit (after --help or --version)
+// out of Parse without ending the process, so run stays testable.
+type exitCode int
+
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			ec, ok := r.(exitCode)
+			if !ok {
+				panic(r)
+			}
+			code = int(ec)
+		}
+	}()
+	c := &cli{log: &promslog.Config{}}
+	a := kingpin.New("outbox_exporter", "Prometheus exporter for transactional-outbox pipelines: late, stuck, duplicated and silently lost events.")
+	a.UsageWriter(stderr)
+	a.ErrorWriter(stderr)
+	a.Terminate(func(code int) { panic(exitCode(code)) })
+	a.Version(version.Print("outbox_exporter"))
+	a.HelpFlag.Short('h')
+	a.Flag("config.file", "Path to the configuration file.").StringVar(&c.configFile)
+	flag.AddFlags(a, c.log)
+
+	serve := a.Command("serve", "Run the collectors and reconcile schedules and serve HTTP (the default).").Default()
+	c.web = kingpinflag.AddFlags(serve, DefaultListenAddress)
+	serve.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&c.telemetryPath)
+	serve.Flag("scrape.timeout", "Collection deadline when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds header.").Default("10s").DurationVar(&c.scrapeTimeout)
+	serve.Flag("scrape.timeout-offset", "Taken off Prometheus's scrape timeout so the answer arrives in time.").Default("500ms").DurationVar(&c.timeoutOffset)
+
+	check := a.Command("check", "Validate the configuration, connect, and verify tables, columns, types and indexes.")
+
+	cmd, err := a.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox_exporter: %v\n", err)
+		return 2
+	}
+	c.log.Writer = stderr
+	logger := promslog.New(c.log)
+
+	if c.configFile == "" {
+		fmt.Fprintln(stderr, "outbox_exporter: --config.file is required")
+		return 2
+	}
+	switch cmd {
+	case serve.FullCommand():
+		return c.serve(logger)
+	case check.FullCommand():
+		return c.check(stdout, stderr, logger)
+	}
+	return 2
+}
+
+func (c *cli) serve(logger *slog.Logger) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger.Info("starting outbox_exporter", "version", version.Info(), "build", version.BuildContext())
+	srv, err := server.New(ctx, server.Options{
+		ConfigFile:    c.configFile,
+		TelemetryPath: c.telemetryPath,
+		ScrapeTimeout: c.scrapeTimeout,
+		TimeoutOffset: c.timeoutOffset,
+		Logger:        logger,
+	})
+	if err != nil {
+		logger.Error("cannot start", "err", err)
+		return 1
+	}
+	defer srv.Close()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_ = srv.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(httpSrv, c.web, logger) }()
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server failed", "err", err)
+			return 1
+		}
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(sctx)
+	}
+	return 0
+}
