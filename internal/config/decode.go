@@ -172,6 +172,11 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 			d.lines[p] = k.Line
 			elem := reflect.New(v.Type().Elem()).Elem()
 			d.decode(p, val, elem)
+			if elem.Kind() == reflect.Pointer && elem.IsNil() {
+				// "name:" with nothing under it: an empty entry, so that
+				// validation names each missing key.
+				elem.Set(reflect.New(elem.Type().Elem()))
+			}
 			v.SetMapIndex(reflect.ValueOf(k.Value), elem)
 		}
 	case reflect.Slice:
