@@ -16,9 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/history"
 )
 
 // Options configure a Server.
@@ -47,7 +49,17 @@ type Server struct {
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
 	static     *prometheus.Registry
+
+	rec *recorder
 }
+
+// History of the page's trends: one hour, one point per 15 s, at most 500
+// series (about 4 KB each).
+const (
+	historyWindow = time.Hour
+	historyStep   = 15 * time.Second
+	historySeries = 500
+)
 
 // New loads the configuration and builds the first App. A configuration
 // that does not load is an error: the exporter does not start without one.
@@ -58,7 +70,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ScrapeTimeout == 0 {
 		opts.ScrapeTimeout = 10 * time.Second
 	}
-	s := &Server{opts: opts, log: opts.Logger, runCtx: ctx, static: prometheus.NewRegistry()}
+	s := &Server{opts: opts, log: opts.Logger, runCtx: ctx, static: prometheus.NewRegistry(),
+		rec: &recorder{history: history.New(historyWindow, historyStep, historySeries)}}
 	s.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "outbox_exporter_config_last_reload_successful",
 		Help: "1 if the last load or reload of the configuration file worked; 0 means the exporter still runs the previous configuration.",
@@ -74,6 +87,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
+	go s.keepFresh(ctx)
 	return s, nil
 }
 
@@ -197,10 +211,43 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	promhttp.HandlerFor(prometheus.Gatherers{s.static, reg}, promhttp.HandlerOpts{
+	g := recordingGatherer{g: prometheus.Gatherers{s.static, reg}, rec: s.rec, now: time.Now}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
+}
+
+// gather runs one collection outside a scrape and records it.
+func (s *Server) gather(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ScrapeTimeout)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	if a := s.App(); a != nil {
+		if err := reg.Register(scrape{ctx: ctx, e: a.Exporter}); err != nil {
+			s.log.Error("register collectors", "err", err)
+			return
+		}
+	}
+	_, _ = recordingGatherer{g: prometheus.Gatherers{s.static, reg}, rec: s.rec, now: time.Now}.Gather()
+}
+
+// keepFresh collects in the background when nobody scraped for a history
+// step, so the page and its trends stay current without Prometheus.
+func (s *Server) keepFresh(ctx context.Context) {
+	t := time.NewTicker(historyStep)
+	defer t.Stop()
+	s.gather(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if snap := s.rec.snapshot(); snap == nil || time.Since(snap.At) >= historyStep {
+				s.gather(ctx)
+			}
+		}
+	}
 }
 
 // writeJSON answers with v as indented JSON.
@@ -218,3 +265,12 @@ type apiError struct {
 }
 
 var errNoApp = errors.New("no configuration loaded")
+
+// testutilGauge reads a gauge's current value.
+func testutilGauge(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetGauge().GetValue()
+}
