@@ -1,0 +1,553 @@
+package collectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
+	"github.com/outbox-exporter/outbox_exporter/internal/lag"
+)
+
+var (
+	kafkaLagMessagesDesc = prometheus.NewDesc(
+		Namespace+"_consumer_lag_messages",
+		"Records the consumer group has still to consume on the topic: high watermark minus committed offset, summed over partitions (a partition without a commit counts from the log start).",
+		[]string{"cluster", "group", "topic"}, nil)
+	kafkaLagSecondsDesc = prometheus.NewDesc(
+		Namespace+"_consumer_lag_seconds",
+		"Age of the oldest record on the topic the consumer group has not consumed (now minus the timestamp of the record at the committed offset, largest over partitions); 0 when caught up.",
+		[]string{"cluster", "group", "topic"}, nil)
+	kafkaDeadlineDesc = prometheus.NewDesc(
+		Namespace+"_consumer_deadline_seconds",
+		"Configured lag deadline of the consumer group: an event not consumed within it is late.",
+		[]string{"cluster", "group"}, nil)
+	kafkaMembersDesc = prometheus.NewDesc(
+		Namespace+"_consumer_group_members",
+		"Members of the consumer group; 0 when nobody consumes.",
+		[]string{"cluster", "group"}, nil)
+)
+
+// Kafka collects the lag of the configured consumer groups of one cluster:
+// in records and in the age of the oldest unconsumed record. A scrape
+// costs ListGroups, one describe per group type, one OffsetFetch per
+// coordinator, one Metadata and the start and end offsets; the records at
+// committed offsets are read only when a commit moved, in one Fetch per
+// leader broker.
+type Kafka struct {
+	cluster string
+	cfg     *config.Kafka
+	groups  []lag.Matcher
+	topics  func(string) bool
+	logger  *slog.Logger
+
+	cl     *kgo.Client
+	adm    *kadm.Client
+	prober *kafkaclient.Prober
+	now    func() time.Time
+
+	// sem lets one Update run at a time: a late Update still running
+	// after its scrape timed out holds the probe cache.
+	sem chan struct{}
+	// probes caches what was read at (topic, partition, offset), so a
+	// commit that did not move costs no Fetch. Only entries used by the
+	// last collection are kept.
+	probes map[kafkaclient.Want]lag.Probe
+	// known is the groups selected by the last collection, by type: when
+	// listing fails on some brokers, their groups are still looked up.
+	known map[string]string
+}
+
+// NewKafka returns the lag collector of cluster k. It does not connect
+// until the first Update.
+func NewKafka(cluster string, k *config.Kafka, logger *slog.Logger) (*Kafka, error) {
+	c := &Kafka{
+		cluster: cluster,
+		cfg:     k,
+		logger:  logger,
+		now:     time.Now,
+		sem:     make(chan struct{}, 1),
+		probes:  map[kafkaclient.Want]lag.Probe{},
+		known:   map[string]string{},
+	}
+	for _, g := range k.Groups {
+		p, err := config.ParsePattern(g)
+		if err != nil {
+			return nil, fmt.Errorf("kafka %s: group %q: %w", cluster, g, err)
+		}
+		c.groups = append(c.groups, p)
+	}
+	var tps []lag.Matcher
+	for _, t := range k.Topics {
+		p, err := config.ParsePattern(t)
+		if err != nil {
+			return nil, fmt.Errorf("kafka %s: topic %q: %w", cluster, t, err)
+		}
+		tps = append(tps, p)
+	}
+	c.topics = lag.TopicFilter(tps)
+	cl, err := kafkaclient.New(k)
+	if err != nil {
+		return nil, fmt.Errorf("kafka %s: %w", cluster, err)
+	}
+	c.cl = cl
+	c.adm = kadm.NewClient(cl)
+	c.prober = kafkaclient.NewProber(cl)
+	return c, nil
+}
+
+// Close closes the cluster's client.
+func (c *Kafka) Close() { c.cl.Close() }
+
+// Name implements Collector.
+func (c *Kafka) Name() string { return "kafka" }
+
+// Target implements Collector.
+func (c *Kafka) Target() string { return c.cluster }
+
+// Describe implements Collector.
+func (c *Kafka) Describe(ch chan<- *prometheus.Desc) {
+	ch <- kafkaLagMessagesDesc
+	ch <- kafkaLagSecondsDesc
+	ch <- kafkaDeadlineDesc
+	ch <- kafkaMembersDesc
+}
+
+// groupState is what one collection learned of one group.
+type groupState struct {
+	name, typ  string
+	members    int
+	membersOK  bool
+	assigned   []string
+	subscribed []string
+	commits    map[string]map[int32]kadm.OffsetResponse
+	commitsOK  bool
+	gone       bool
+}
+
+// Update implements Collector. It returns an error, and sends nothing,
+// when the cluster cannot be reached; when only parts fail (a broker, a
+// coordinator, a partition) it sends what it could work out and returns
+// an error naming the parts that failed.
+func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	select {
+	case c.sem <- struct{}{}:
+		defer func() { <-c.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("kafka %s: wait for the previous collection: %w", c.cluster, ctx.Err())
+	}
+	var partial []error
+
+	selected, err := c.listGroups(ctx)
+	if err != nil {
+		return err
+	}
+	if len(selected) == 0 {
+		c.known = map[string]string{}
+		c.probes = map[kafkaclient.Want]lag.Probe{}
+		return nil
+	}
+
+	states := c.describe(ctx, selected, &partial)
+
+	// Topics of interest, their partitions and leaders.
+	groupTopics := map[string][]string{}
+	topicSet := map[string]bool{}
+	for _, g := range states {
+		if g.gone || !g.commitsOK {
+			continue
+		}
+		committed := make([]string, 0, len(g.commits))
+		for t := range g.commits {
+			committed = append(committed, t)
+		}
+		ts := lag.Topics(committed, g.assigned, g.subscribed, c.topics)
+		groupTopics[g.name] = ts
+		for _, t := range ts {
+			topicSet[t] = true
+		}
+	}
+	topics := make([]string, 0, len(topicSet))
+	for t := range topicSet {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+
+	var meta kadm.TopicDetails
+	if len(topics) > 0 {
+		m, err := c.adm.Metadata(ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("kafka %s: metadata of %d topics: %w", c.cluster, len(topics), err)
+		}
+		meta = m.Topics
+	}
+
+	// Which partitions need their log start: those some group has no
+	// commit on.
+	needStart := map[string]bool{}
+	for _, g := range states {
+		for _, t := range groupTopics[g.name] {
+			td, ok := meta[t]
+			if !ok || td.Err != nil {
+				continue
+			}
+			for p := range td.Partitions {
+				if _, ok := g.commits[t][p]; !ok {
+					needStart[t] = true
+				}
+			}
+		}
+	}
+	ends, starts := c.listOffsets(ctx, meta, needStart, &partial)
+
+	// Offsets per (group, topic, partition), and the records to read.
+	type gtp struct {
+		group, topic string
+		part         int32
+	}
+	offsets := map[gtp]lag.Offsets{}
+	known := map[gtp]bool{}
+	var wants []kafkaclient.Want
+	wantSet := map[kafkaclient.Want]bool{}
+	used := map[kafkaclient.Want]lag.Probe{}
+	for _, g := range states {
+		for _, t := range groupTopics[g.name] {
+			td, ok := meta[t]
+			if !ok || td.Err != nil {
+				if ok && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+					partial = append(partial, fmt.Errorf("metadata of topic %s: %w", t, td.Err))
+				}
+				continue
+			}
+			for p := range td.Partitions {
+				k := gtp{g.name, t, p}
+				end, ok := ends[t][p]
+				if !ok {
+					continue
+				}
+				o := lag.Offsets{Commit: lag.NoCommit, End: end}
+				if s, ok := starts[t][p]; ok {
+					o.Start, o.StartKnown = s, true
+				}
+				if cr, ok := g.commits[t][p]; ok {
+					if cr.Err != nil {
+						partial = append(partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", g.name, t, p, cr.Err))
+						continue
+					}
+					o.Commit = max(cr.At, lag.NoCommit)
+				}
+				if !o.Committed() && !o.StartKnown {
+					continue
+				}
+				offsets[k], known[k] = o, true
+				from, behind := lag.Oldest(o)
+				if !behind {
+					continue
+				}
+				w := kafkaclient.Want{Topic: t, Partition: p, From: from}
+				if pr, ok := c.probes[w]; ok {
+					if pr.Usable(end) {
+						used[w] = pr
+						continue
+					}
+					// Records were appended after a stretch of markers:
+					// read on from where the last read stopped.
+					w.From = pr.Next
+				}
+				if !wantSet[w] {
+					wantSet[w] = true
+					wants = append(wants, w)
+				}
+			}
+		}
+	}
+	if len(wants) > 0 {
+		read, err := c.prober.Read(ctx, meta, wants)
+		if err != nil {
+			partial = append(partial, err)
+		}
+		for w, pr := range read {
+			used[w] = pr
+		}
+		// Join continuations onto the probes they continue.
+		for w, pr := range c.probes {
+			if pr.Found {
+				continue
+			}
+			next := kafkaclient.Want{Topic: w.Topic, Partition: w.Partition, From: pr.Next}
+			if cont, ok := read[next]; ok && next != w {
+				used[w] = pr.Continue(cont)
+			}
+		}
+	}
+	now := c.now()
+
+	// Decide and send.
+	for _, g := range states {
+		if g.gone {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(kafkaDeadlineDesc, prometheus.GaugeValue, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
+		if g.membersOK {
+			ch <- prometheus.MustNewConstMetric(kafkaMembersDesc, prometheus.GaugeValue, float64(g.members), c.cluster, g.name)
+		}
+		for _, t := range groupTopics[g.name] {
+			td := meta[t]
+			parts := make([]lag.Partition, 0, len(td.Partitions))
+			for p := range td.Partitions {
+				k := gtp{g.name, t, p}
+				if !known[k] {
+					parts = append(parts, lag.Partition{})
+					continue
+				}
+				o := offsets[k]
+				var probe *lag.Probe
+				if from, behind := lag.Oldest(o); behind {
+					if pr, ok := used[kafkaclient.Want{Topic: t, Partition: p, From: from}]; ok {
+						probe = &pr
+					}
+				}
+				parts = append(parts, lag.Decide(o, probe, now))
+			}
+			sum := lag.Sum(parts)
+			if sum.MessagesOK {
+				ch <- prometheus.MustNewConstMetric(kafkaLagMessagesDesc, prometheus.GaugeValue, float64(sum.Messages), c.cluster, g.name, t)
+			}
+			if sum.SecondsOK {
+				ch <- prometheus.MustNewConstMetric(kafkaLagSecondsDesc, prometheus.GaugeValue, sum.Seconds, c.cluster, g.name, t)
+			}
+		}
+	}
+
+	// Keep only what this collection used: moved commits' entries go.
+	c.probes = used
+	c.known = map[string]string{}
+	for _, g := range states {
+		if !g.gone {
+			c.known[g.name] = g.typ
+		}
+	}
+	if len(partial) > 0 {
+		return fmt.Errorf("kafka %s: partial results: %w", c.cluster, errors.Join(partial...))
+	}
+	return nil
+}
+
+// listGroups lists the cluster's groups with their types and selects the
+// configured ones. A listing that fails on every broker is an error; one
+// that fails on some adds the groups the last collection knew, so that a
+// down coordinator does not look like deleted groups.
+func (c *Kafka) listGroups(ctx context.Context) ([]lag.Listed, error) {
+	if len(c.groups) == 0 {
+		return nil, nil
+	}
+	listed, err := c.adm.ListGroups(ctx)
+	var se *kadm.ShardErrors
+	partialList := false
+	switch {
+	case err == nil:
+	case errors.As(err, &se) && !se.AllFailed:
+		partialList = true
+		c.logger.Warn("list groups failed on some brokers", "cluster", c.cluster, "err", err)
+	default:
+		return nil, fmt.Errorf("kafka %s: list groups: %w", c.cluster, err)
+	}
+	all := make([]lag.Listed, 0, len(listed))
+	for _, g := range listed {
+		all = append(all, lag.Listed{Name: g.Group, Type: g.GroupType})
+	}
+	if partialList {
+		for name, typ := range c.known {
+			if _, ok := listed[name]; !ok {
+				all = append(all, lag.Listed{Name: name, Type: typ})
+			}
+		}
+	}
+	return lag.SelectGroups(all, c.groups), nil
+}
+
+// describe reads the members and commits of the selected groups: classic
+// groups with DescribeGroups, KIP-848 consumer groups with
+// DescribeConsumerGroups (DescribeGroups does not describe them: Kafka 4.x
+// answers GROUP_ID_NOT_FOUND, kfake an empty member list), and the
+// commits of all in one OffsetFetch per coordinator. The three run at once.
+func (c *Kafka) describe(ctx context.Context, selected []lag.Listed, partial *[]error) []*groupState {
+	var classic, consumer, all []string
+	states := make([]*groupState, 0, len(selected))
+	byName := map[string]*groupState{}
+	for _, g := range selected {
+		s := &groupState{name: g.Name, typ: g.Type}
+		states = append(states, s)
+		byName[g.Name] = s
+		all = append(all, g.Name)
+		if g.Type == lag.TypeConsumer {
+			consumer = append(consumer, g.Name)
+		} else {
+			classic = append(classic, g.Name)
+		}
+	}
+	var (
+		wg        sync.WaitGroup
+		described kadm.DescribedGroups
+		descErr   error
+		next      kadm.DescribedConsumerGroups
+		nextErr   error
+		fetched   kadm.FetchOffsetsResponses
+	)
+	if len(classic) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); described, descErr = c.adm.DescribeGroups(ctx, classic...) }()
+	}
+	if len(consumer) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); next, nextErr = c.adm.DescribeConsumerGroups(ctx, consumer...) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); fetched = c.adm.FetchManyOffsets(ctx, all...) }()
+	wg.Wait()
+
+	if descErr != nil {
+		*partial = append(*partial, fmt.Errorf("describe groups: %w", descErr))
+	}
+	if nextErr != nil {
+		*partial = append(*partial, fmt.Errorf("describe consumer groups: %w", nextErr))
+	}
+	for name, d := range described {
+		s := byName[name]
+		if s == nil {
+			continue
+		}
+		switch {
+		case errors.Is(d.Err, kerr.GroupIDNotFound) || d.State == "Dead":
+			s.gone = true
+		case d.Err != nil:
+			*partial = append(*partial, fmt.Errorf("describe group %s: %w", name, d.Err))
+		default:
+			s.members, s.membersOK = len(d.Members), true
+			for _, m := range d.Members {
+				if a, ok := m.Assigned.AsConsumer(); ok {
+					for _, t := range a.Topics {
+						s.assigned = append(s.assigned, t.Topic)
+					}
+				}
+				if j, ok := m.Join.AsConsumer(); ok {
+					s.subscribed = append(s.subscribed, j.Topics...)
+				}
+			}
+		}
+	}
+	for name, d := range next {
+		s := byName[name]
+		if s == nil {
+			continue
+		}
+		switch {
+		case errors.Is(d.Err, kerr.GroupIDNotFound) || d.State == "Dead":
+			s.gone = true
+		case d.Err != nil:
+			*partial = append(*partial, fmt.Errorf("describe consumer group %s: %w", name, d.Err))
+		default:
+			s.members, s.membersOK = len(d.Members), true
+			for _, m := range d.Members {
+				for t := range m.Assignment {
+					// An assignment named only by topic ID has no name
+					// here; its partitions count through the commits.
+					if t != "" {
+						s.assigned = append(s.assigned, t)
+					}
+				}
+				s.subscribed = append(s.subscribed, m.SubscribedTopics...)
+			}
+		}
+	}
+	for name, r := range fetched {
+		s := byName[name]
+		if s == nil {
+			continue
+		}
+		switch {
+		case errors.Is(r.Err, kerr.GroupIDNotFound):
+			s.gone = true
+		case r.Err != nil:
+			*partial = append(*partial, fmt.Errorf("committed offsets of group %s: %w", name, r.Err))
+		default:
+			s.commits, s.commitsOK = r.Fetched, true
+		}
+	}
+	return states
+}
+
+// listOffsets lists the high watermark of every partition of meta's
+// topics, and the log start of the topics in needStart, the two at once.
+// Partitions that could not be listed are missing from the result.
+func (c *Kafka) listOffsets(ctx context.Context, meta kadm.TopicDetails, needStart map[string]bool, partial *[]error) (ends, starts map[string]map[int32]int64) {
+	build := func(ts int64, keep func(string) bool) *kmsg.ListOffsetsRequest {
+		req := kmsg.NewPtrListOffsetsRequest()
+		for t, td := range meta {
+			if td.Err != nil || !keep(t) {
+				continue
+			}
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = t
+			for p := range td.Partitions {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition = p
+				rp.Timestamp = ts
+				rp.CurrentLeaderEpoch = -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
+	}
+	run := func(what string, req *kmsg.ListOffsetsRequest, dst map[string]map[int32]int64, mu *sync.Mutex) {
+		if len(req.Topics) == 0 {
+			return
+		}
+		for _, shard := range c.cl.RequestSharded(ctx, req) {
+			mu.Lock()
+			if shard.Err != nil {
+				*partial = append(*partial, fmt.Errorf("list %s offsets on broker %d: %w", what, shard.Meta.NodeID, shard.Err))
+				mu.Unlock()
+				continue
+			}
+			for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						*partial = append(*partial, fmt.Errorf("list %s offset of %s/%d: %w", what, t.Topic, p.Partition, err))
+						continue
+					}
+					if dst[t.Topic] == nil {
+						dst[t.Topic] = map[int32]int64{}
+					}
+					dst[t.Topic][p.Partition] = p.Offset
+				}
+			}
+			mu.Unlock()
+		}
+	}
+	ends, starts = map[string]map[int32]int64{}, map[string]map[int32]int64{}
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); run("end", build(-1, func(string) bool { return true }), ends, &mu) }()
+	go func() {
+		defer wg.Done()
+		run("start", build(-2, func(t string) bool { return needStart[t] }), starts, &mu)
+	}()
+	wg.Wait()
+	return ends, starts
+}

@@ -1,0 +1,355 @@
+package kafkaclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/lag"
+)
+
+// Want asks for the first data record of a partition at or after From.
+type Want struct {
+	Topic     string
+	Partition int32
+	From      int64
+}
+
+// Probe limits. A round sends one Fetch request per leader broker holding
+// every partition still to read; partitionBytes keeps one partition's
+// share small (a probe needs only the batch holding the offset), and
+// requestBytes bounds what one response holds in memory.
+const (
+	partitionBytes = 256 << 10
+	requestBytes   = 4 << 20
+	maxRounds      = 12
+)
+
+var decompressor = kgo.DefaultDecompressor()
+
+// Prober reads the first data record at given offsets, with read_committed
+// isolation and batched per leader broker. It is safe for one caller at a
+// time.
+type Prober struct {
+	cl      *kgo.Client
+	fetches atomic.Int64
+}
+
+// Fetches returns how many Fetch requests the Prober has sent.
+func (p *Prober) Fetches() int64 { return p.fetches.Load() }
+
+// NewProber returns a Prober over cl.
+func NewProber(cl *kgo.Client) *Prober { return &Prober{cl: cl} }
+
+// partState is the reading state of one partition: the offsets still
+// asked for and where the next read starts.
+type partState struct {
+	topic   string
+	id      kadm.TopicID
+	part    int32
+	leader  int32
+	pending []int64 // sorted, unanswered offsets
+	// carried are asked offsets below cursor whose range up to cursor
+	// held no data: they share the answer of cursor.
+	carried []int64
+	cursor  int64
+	empties int // consecutive rounds that returned nothing
+	err     error
+}
+
+// Read returns, for every want it could answer, what reading the partition
+// from that offset found. Partitions it could not read are missing from the
+// result and their errors are joined in the returned error; the others are
+// still answered. meta must hold the leaders and topic IDs of the wanted
+// partitions. Read returns by ctx's deadline.
+func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want) (map[Want]lag.Probe, error) {
+	out := make(map[Want]lag.Probe, len(wants))
+	states, errs := plan(meta, wants)
+	for round := 0; round < maxRounds && len(states) > 0; round++ {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("read oldest records: %w", err))
+			break
+		}
+		p.round(ctx, states, out)
+		live := states[:0]
+		for _, s := range states {
+			switch {
+			case s.err != nil:
+				errs = append(errs, s.err)
+			case len(s.pending) > 0 || len(s.carried) > 0:
+				live = append(live, s)
+			}
+		}
+		states = live
+	}
+	if len(states) > 0 && ctx.Err() == nil {
+		errs = append(errs, fmt.Errorf("read oldest records: %d partitions unanswered after %d rounds", len(states), maxRounds))
+	}
+	return out, errors.Join(errs...)
+}
+
+// plan groups wants by partition.
+func plan(meta kadm.TopicDetails, wants []Want) ([]*partState, []error) {
+	type tp struct {
+		t string
+		p int32
+	}
+	byTP := map[tp]*partState{}
+	var errs []error
+	var states []*partState
+	for _, w := range wants {
+		k := tp{w.Topic, w.Partition}
+		s := byTP[k]
+		if s == nil {
+			td, ok := meta[w.Topic]
+			pd, pok := td.Partitions[w.Partition]
+			if !ok || !pok || td.Err != nil || pd.Err != nil || pd.Leader < 0 {
+				byTP[k] = &partState{err: fmt.Errorf("read %s/%d: no leader known", w.Topic, w.Partition)}
+				errs = append(errs, byTP[k].err)
+				continue
+			}
+			s = &partState{topic: w.Topic, id: td.ID, part: w.Partition, leader: pd.Leader}
+			byTP[k] = s
+			states = append(states, s)
+		}
+		if s.err != nil {
+			continue
+		}
+		s.pending = append(s.pending, w.From)
+	}
+	for _, s := range states {
+		sort.Slice(s.pending, func(i, j int) bool { return s.pending[i] < s.pending[j] })
+		s.pending = compact(s.pending)
+		s.cursor = s.pending[0]
+	}
+	return states, errs
+}
+
+func compact(xs []int64) []int64 {
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != xs[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// round sends one Fetch per leader broker and folds the answers in.
+func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]lag.Probe) {
+	byLeader := map[int32][]*partState{}
+	for _, s := range states {
+		byLeader[s.leader] = append(byLeader[s.leader], s)
+	}
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for leader, ss := range byLeader {
+		wg.Add(1)
+		go func(leader int32, ss []*partState) {
+			defer wg.Done()
+			// A partition starved in earlier rounds goes first: a broker
+			// always returns the first partition's first batch, however
+			// large.
+			sort.SliceStable(ss, func(i, j int) bool { return ss[i].empties > ss[j].empties })
+			req := kmsg.NewPtrFetchRequest()
+			req.MaxWaitMillis = 0
+			req.MinBytes = 0
+			req.MaxBytes = requestBytes
+			req.IsolationLevel = 1 // read_committed
+			req.SessionID = 0
+			req.SessionEpoch = -1 // no fetch session
+			topicIdx := map[string]int{}
+			for _, s := range ss {
+				i, ok := topicIdx[s.topic]
+				if !ok {
+					rt := kmsg.NewFetchRequestTopic()
+					rt.Topic = s.topic
+					rt.TopicID = s.id
+					req.Topics = append(req.Topics, rt)
+					i = len(req.Topics) - 1
+					topicIdx[s.topic] = i
+				}
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition = s.part
+				rp.FetchOffset = s.cursor
+				rp.CurrentLeaderEpoch = -1
+				rp.LogStartOffset = -1
+				rp.PartitionMaxBytes = partitionBytes
+				if s.empties > 1 {
+					rp.PartitionMaxBytes = requestBytes
+				}
+				req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			}
+			p.fetches.Add(1)
+			kresp, err := p.cl.Broker(int(leader)).Request(ctx, req)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				for _, s := range ss {
+					s.err = fmt.Errorf("fetch from broker %d for %s/%d: %w", leader, s.topic, s.part, err)
+				}
+				return
+			}
+			resp := kresp.(*kmsg.FetchResponse)
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				for _, s := range ss {
+					s.err = fmt.Errorf("fetch from broker %d for %s/%d: %w", leader, s.topic, s.part, err)
+				}
+				return
+			}
+			idName := map[kadm.TopicID]string{}
+			for _, s := range ss {
+				idName[s.id] = s.topic
+			}
+			type tp struct {
+				t string
+				p int32
+			}
+			answered := map[tp]bool{}
+			for i := range resp.Topics {
+				rt := &resp.Topics[i]
+				name := rt.Topic
+				if name == "" {
+					name = idName[kadm.TopicID(rt.TopicID)]
+				}
+				for j := range rt.Partitions {
+					rp := &rt.Partitions[j]
+					for _, s := range ss {
+						if s.topic == name && s.part == rp.Partition {
+							answered[tp{name, rp.Partition}] = true
+							fold(s, rp, out)
+						}
+					}
+				}
+			}
+			for _, s := range ss {
+				if !answered[tp{s.topic, s.part}] {
+					s.empties++
+				}
+			}
+		}(leader, ss)
+	}
+	wg.Wait()
+}
+
+// fold takes one partition's fetch answer into its state and answers the
+// offsets it settles.
+func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.Probe) {
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case errors.Is(err, kerr.OffsetOutOfRange) && s.cursor < rp.LogStartOffset:
+		// Retention deleted the asked offsets: the oldest record left
+		// is at the log start.
+		s.carry(rp.LogStartOffset)
+		return
+	case errors.Is(err, kerr.OffsetOutOfRange) && s.cursor >= rp.HighWatermark:
+		s.finish(s.cursor, rp.LastStableOffset, out)
+		return
+	case err != nil:
+		s.err = fmt.Errorf("fetch %s/%d at %d: %w", s.topic, s.part, s.cursor, err)
+		return
+	}
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		KeepControlRecords: true,
+		Offset:             s.cursor,
+		IsolationLevel:     kgo.ReadCommitted(),
+		Topic:              s.topic,
+		Partition:          s.part,
+	}, rp, decompressor, nil)
+	if fp.Err != nil && len(fp.Records) == 0 {
+		s.err = fmt.Errorf("decode %s/%d at %d: %w", s.topic, s.part, s.cursor, fp.Err)
+		return
+	}
+	if next <= s.cursor {
+		stable := rp.LastStableOffset
+		if stable < 0 {
+			stable = rp.HighWatermark
+		}
+		if s.cursor >= stable {
+			// Nothing readable past the cursor: at the end, or only
+			// open transactions remain.
+			s.finish(s.cursor, stable, out)
+			return
+		}
+		s.empties++
+		return
+	}
+	s.empties = 0
+	var data []*kgo.Record
+	for _, r := range fp.Records {
+		if !r.Attrs.IsControl() {
+			data = append(data, r)
+		}
+	}
+	s.settle(next, rp.LastStableOffset, data, out)
+}
+
+// carry moves the cursor to at, carrying every pending offset below it.
+func (s *partState) carry(at int64) {
+	for len(s.pending) > 0 && s.pending[0] < at {
+		s.carried = append(s.carried, s.pending[0])
+		s.pending = s.pending[1:]
+	}
+	s.cursor = at
+}
+
+// finish answers every offset still asked: nothing can be read at or
+// after next, so none has a data record before it.
+func (s *partState) finish(next, stable int64, out map[Want]lag.Probe) {
+	for _, o := range append(s.carried, s.pending...) {
+		out[Want{Topic: s.topic, Partition: s.part, From: o}] = lag.Probe{From: o, Next: max(o, next), Stable: stable}
+	}
+	s.carried, s.pending = nil, nil
+}
+
+// settle answers what a read of [cursor, next) decides: each asked offset
+// in the range gets the first data record at or after it; offsets whose
+// rest of the range held no data wait for the read from next, unless
+// nothing more can be read (next reached the last stable offset), when
+// they are answered as having no data up to next.
+func (s *partState) settle(next, stable int64, data []*kgo.Record, out map[Want]lag.Probe) {
+	answer := func(from int64, pr lag.Probe) {
+		pr.From = from
+		out[Want{Topic: s.topic, Partition: s.part, From: from}] = pr
+	}
+	if len(data) > 0 {
+		first := lag.Probe{Next: next, Stable: stable, Found: true, Offset: data[0].Offset, Timestamp: data[0].Timestamp}
+		for _, c := range s.carried {
+			answer(c, first)
+		}
+		s.carried = s.carried[:0]
+	}
+	// Answer pending offsets inside [.., next).
+	i := 0
+	for ; i < len(s.pending) && s.pending[i] < next; i++ {
+		o := s.pending[i]
+		k := sort.Search(len(data), func(j int) bool { return data[j].Offset >= o })
+		if k < len(data) {
+			answer(o, lag.Probe{Next: next, Stable: stable, Found: true, Offset: data[k].Offset, Timestamp: data[k].Timestamp})
+			continue
+		}
+		s.carried = append(s.carried, o)
+	}
+	s.pending = s.pending[i:]
+	if len(s.carried) > 0 && next >= stable {
+		for _, c := range s.carried {
+			answer(c, lag.Probe{Next: next, Stable: stable})
+		}
+		s.carried = s.carried[:0]
+	}
+	switch {
+	case len(s.carried) > 0:
+		s.cursor = next
+	case len(s.pending) > 0:
+		s.cursor = s.pending[0]
+	}
+}
