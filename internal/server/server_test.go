@@ -143,7 +143,7 @@ func TestStatusAgainstDeadline(t *testing.T) {
 
 func TestSparklineDrawsDeadlineAndPoints(t *testing.T) {
 	t0 := time.Now()
-	svg := string(sparkline([]history.Point{{t0, 10}, {t0.Add(time.Minute), 50}, {t0.Add(2 * time.Minute), 90}}, 60))
+	svg := string(sparkline([]history.Point{{T: t0, V: 10}, {T: t0.Add(time.Minute), V: 50}, {T: t0.Add(2 * time.Minute), V: 90}}, 60))
 	if !strings.Contains(svg, "<svg") || !strings.Contains(svg, "stroke-dasharray") || strings.Count(svg, ",") != 3 {
 		t.Fatalf("sparkline lacks the deadline line or the 3 points: %s", svg)
 	}
