@@ -1,0 +1,71 @@
+package alerts
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// outboxAlerts are the alerts on each outbox table: the notification
+// deadline, leases, unknown results and dead rows.
+func (b *builder) outboxAlerts() []Rule {
+	var rules []Rule
+	for _, name := range sortedKeys(b.cfg.Outboxes) {
+		o := b.cfg.Outboxes[name]
+		by := strings.Join(outboxBy(o), ", ")
+		sel := b.selector(eq("outbox", name))
+		lt := labelText(o)
+
+		rules = append(rules, b.alert("OutboxNotificationDeadlineMissed", SeverityCritical,
+			fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)\n> on (%s)\nmax by (%s) (outbox_deadline_seconds%s)", by, sel, by, by, sel),
+			"1m",
+			"An outbox event is older than its notification deadline.",
+			"The oldest unpublished event of outbox {{ $labels.outbox }}"+lt+" is {{ $value | humanizeDuration }} old, past its notification deadline.",
+			nil))
+
+		if hasLease(o) {
+			rules = append(rules, b.alert("OutboxLeaseExpiriesSustained", SeverityWarning,
+				fmt.Sprintf("max by (job, outbox) (rate(outbox_lease_expirations_total%s[10m])) * 60 > 0", sel),
+				"15m",
+				"Relay leases keep expiring.",
+				"Leases on rows of outbox {{ $labels.outbox }} have expired for 15 minutes without pause ({{ $value | humanize }} per minute): relays die, hang or overrun their lease while publishing.",
+				nil))
+		}
+		if hasUnknown(o) {
+			rules = append(rules, b.alert("OutboxUnknownResultEvents", SeverityWarning,
+				fmt.Sprintf("max by (%s) (outbox_unknown_result_events%s) > 0", by, sel),
+				"15m",
+				"Outbox events have an unknown publish result.",
+				"Outbox {{ $labels.outbox }}"+lt+" has {{ $value }} events whose publish result is unknown: the broker may hold them, so their retry may duplicate them.",
+				nil))
+		}
+		if hasDead(o) {
+			rules = append(rules, b.alert("OutboxDeadEvents", SeverityWarning,
+				fmt.Sprintf("max by (%s) (outbox_events%s) > 0", by, b.selector(eq("outbox", name), eq("state", "dead"))),
+				"5m",
+				"Outbox events were abandoned.",
+				"Outbox {{ $labels.outbox }}"+lt+" holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",
+				nil))
+		}
+	}
+	return rules
+}
+
+// hasLease reports whether the outbox's rows carry a lease the exporter
+// can judge.
+func hasLease(o *config.Outbox) bool {
+	return o.LeaseUntil != "" || (o.ClaimedAt != "" && o.LeaseTTL > 0)
+}
+
+// hasUnknown reports whether the exporter can see unknown publish results
+// in the outbox: a status for them, a predicate, or an expired lease after
+// an attempt.
+func hasUnknown(o *config.Outbox) bool {
+	return len(o.Unknown) > 0 || o.UnknownWhen != "" || (hasLease(o) && o.Attempts != "")
+}
+
+// hasDead reports whether the outbox can mark rows dead.
+func hasDead(o *config.Outbox) bool {
+	return (o.Status != "" && len(o.Dead) > 0) || o.DeadAt != ""
+}

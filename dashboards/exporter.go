@@ -1,0 +1,42 @@
+package dashboards
+
+import (
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// ExporterUID is the fixed uid of the exporter health dashboard.
+const ExporterUID = "outbox-exporter"
+
+// Exporter shows whether outbox_exporter itself works: scrapes, each
+// collector's success and duration, and config reloads.
+func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
+	return finish(newDashboard(cfg, ExporterUID, "Outbox / Exporter health",
+		"Health of outbox_exporter itself: a failing collector hides the metrics every other dashboard and alert relies on.").
+		WithRow(dashboard.NewRowBuilder("Collectors")).
+		WithPanel(graph("Collector success",
+			"1 if the last collection of each collector and target worked, 0 if it failed or timed out.",
+			"bool",
+			target{fmt.Sprintf("min by (instance, collector, target) (outbox_exporter_collector_success%s)", sel()), "{{instance}} {{collector}} {{target}}"},
+		).Min(0).Max(1)).
+		WithPanel(graph("Collector duration",
+			"Length of the last collection of each collector and target. Near the scrape timeout, collections start to fail.",
+			"s",
+			target{fmt.Sprintf("max by (instance, collector, target) (outbox_exporter_collector_duration_seconds%s)", sel()), "{{instance}} {{collector}} {{target}}"},
+		)).
+		WithRow(dashboard.NewRowBuilder("Process")).
+		WithPanel(graph("Scrape up",
+			"1 if Prometheus scraped the exporter, 0 if the scrape failed.",
+			"bool",
+			target{fmt.Sprintf("max by (instance) (up%s)", sel()), "{{instance}}"},
+		).Min(0).Max(1)).
+		WithPanel(graph("Config reload successful",
+			"1 if the last load or reload of the config worked. After a failed reload the exporter keeps running the previous config.",
+			"bool",
+			target{fmt.Sprintf("max by (instance) (outbox_exporter_config_last_reload_successful%s)", sel()), "{{instance}}"},
+		).Min(0).Max(1)).
+		Build())
+}

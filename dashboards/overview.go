@@ -1,0 +1,119 @@
+package dashboards
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/outbox-exporter/outbox_exporter/alerts"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// OverviewUID is the fixed uid of the outbox overview dashboard.
+const OverviewUID = "outbox-overview"
+
+// Overview is the first dashboard on call opens: is any event older than
+// its deadline, where are the rows stuck, how fast and how late are they
+// published, and how much error budget is left.
+func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
+	labels := outboxLabels(cfg)
+	by := strings.Join(append([]string{"outbox"}, labels...), ", ")
+	lg := legend(append([]string{"outbox"}, labels...)...)
+
+	d := newDashboard(cfg, OverviewUID, "Outbox / Overview",
+		"Unpublished outbox events against their notification deadlines, where they are stuck, publish rate and latency, and the publish-within-deadline SLO.").
+		WithRow(dashboard.NewRowBuilder("Deadlines")).
+		WithPanel(dashedQuery(graph("Oldest unpublished event vs deadline",
+			"Age of the oldest unpublished row of each outbox and label values (solid) against the deadline configured for them (dashed red). A solid line above its dashed line is a missed notification deadline: OutboxNotificationDeadlineMissed pages.",
+			"s",
+			target{fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)", by, sel()), lg + " age"},
+			target{fmt.Sprintf("max by (%s) (outbox_deadline_seconds%s)", by, sel()), lg + " deadline"},
+		), "B")).
+		WithPanel(graph("Events past their deadline",
+			"Unpublished rows older than their deadline. Anything above zero is an event whose consumers are already late.",
+			"short",
+			target{fmt.Sprintf("max by (%s) (outbox_past_deadline_events%s)", by, sel()), lg},
+		)).
+		WithRow(dashboard.NewRowBuilder("Where events are stuck")).
+		WithPanel(stacked(graph("Events by state",
+			"Unpublished and dead rows by state, stacked: pending (never claimed), in_flight (claimed, lease live), lease_expired (claimed by a relay that died or hung), dead (abandoned).",
+			"short",
+			target{fmt.Sprintf("max by (outbox, state) (outbox_events%s)", sel()), "{{outbox}} {{state}}"},
+		))).
+		WithPanel(graph("Retried and unknown-result events",
+			"Unpublished rows with at least one publish attempt, and rows whose publish result is unknown: the broker may already hold them, so a retry may duplicate them.",
+			"short",
+			target{fmt.Sprintf("max by (%s) (outbox_retried_events%s)", by, sel()), lg + " retried"},
+			target{fmt.Sprintf("max by (%s) (outbox_unknown_result_events%s)", by, sel()), lg + " unknown result"},
+		)).
+		WithPanel(graph("Lease expiries per minute",
+			"Distinct (row, lease) expiries observed per minute. A steady stream means relays die, hang or overrun their lease while publishing.",
+			"short",
+			target{fmt.Sprintf("max by (outbox) (rate(outbox_lease_expirations_total%s[%s])) * 60", sel(), RateInterval), "{{outbox}}"},
+		)).
+		WithRow(dashboard.NewRowBuilder("Publishing")).
+		WithPanel(graph("Publish rate",
+			"Rows seen becoming published per second.",
+			"ops",
+			target{fmt.Sprintf("max by (%s) (rate(outbox_published_events_total%s[%s]))", by, sel(), RateInterval), lg},
+		)).
+		WithPanel(graph("Publish latency quantiles",
+			"published_at - created_at of the rows seen becoming published: median, 90th and 99th percentile.",
+			"s",
+			latencyQuantile("0.5"), latencyQuantile("0.9"), latencyQuantile("0.99"),
+		)).
+		WithPanel(latencyHeatmap("Publish latency distribution",
+			"How many rows were published with each latency (published_at - created_at) per interval.",
+			fmt.Sprintf("sum by (le) (max by (outbox, le) (increase(outbox_publish_latency_seconds_bucket%s[%s])))", sel(), RateInterval),
+		))
+
+	if slo := sloTargets(cfg); len(slo) > 0 {
+		d.WithRow(dashboard.NewRowBuilder("SLO: published within deadline")).
+			WithPanel(graph("Share published within deadline",
+				"Of the rows seen becoming published, the share published before their deadline. The objective of each outbox is in its config (slo_objective, default 99.9%).",
+				"percentunit",
+				target{fmt.Sprintf("1 - (max by (outbox) (rate(outbox_published_late_events_total%s[%s])) / max by (outbox) (rate(outbox_published_events_total%s[%s])))", sel(), RateInterval, sel(), RateInterval), "{{outbox}}"},
+			).Max(1)).
+			WithPanel(graph("Error budget left (30 days)",
+				"Share of the 30-day error budget not yet spent: 1 - (late share over 30 days) / (1 - objective). Below zero the objective is missed. Needs the generated recording rules.",
+				"percentunit",
+				slo...,
+			).Max(1).Thresholds(dashboard.NewThresholdsConfigBuilder().
+				Mode(dashboard.ThresholdsModeAbsolute).
+				Steps([]dashboard.Threshold{
+					{Value: nil, Color: "red"},
+					{Value: cog.ToPtr(0.25), Color: "orange"},
+					{Value: cog.ToPtr(0.5), Color: "green"},
+				})))
+	}
+	return finish(d.Build())
+}
+
+// latencyQuantile is one quantile of the publish latency.
+func latencyQuantile(q string) target {
+	return target{
+		fmt.Sprintf("histogram_quantile(%s, max by (outbox, le) (rate(outbox_publish_latency_seconds_bucket%s[%s])))", q, sel(), RateInterval),
+		"{{outbox}} p" + strings.TrimPrefix(q, "0."),
+	}
+}
+
+// sloTargets are the error-budget queries of the outboxes whose publish
+// time is known, each against its own objective.
+func sloTargets(cfg *config.Config) []target {
+	var ts []target
+	for _, name := range sortedKeys(cfg.Outboxes) {
+		o := cfg.Outboxes[name]
+		if o.PublishedAt == "" {
+			continue
+		}
+		obj := strconv.FormatFloat(o.SLOObjective, 'f', -1, 64)
+		ts = append(ts, target{
+			fmt.Sprintf("1 - (max by (outbox) (%s%s) / (1 - %s))", alerts.ErrorRatioRecord("30d"), recordSel(`outbox="`+name+`"`), obj),
+			"{{outbox}}",
+		})
+	}
+	return ts
+}
