@@ -1,0 +1,567 @@
+// Package audit compares what an outbox says with what its topics hold,
+// for a consistent sample of event ids (seed 000, section 3): rows marked
+// published whose event never reached the broker (silent loss), rows still
+// unpublished whose event is already there (a lost acknowledgement; a
+// retry will duplicate), and events published more than once.
+//
+// The broker side is a tailer: a kgo consumer with no group and no
+// commits that starts one window back and keeps a fingerprint of every
+// sampled id it sees, by record timestamp, for one window (see window). The
+// outbox side is a periodic query of the sampled rows created in the
+// window. Judge decides each row; the I/O here only fetches and calls it.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
+)
+
+const (
+	// DefaultCompareInterval is how often Start compares the outbox with
+	// the window.
+	DefaultCompareInterval = 30 * time.Second
+	// MaxFindings caps the ids listed per finding kind; the metrics keep
+	// the true counts.
+	MaxFindings = 1000
+	// pollRecords bounds the records handled per poll.
+	pollRecords = 10000
+	// listRetry is how long the tailer waits before asking the brokers
+	// for end offsets again.
+	listRetry = 5 * time.Second
+)
+
+// Auditor audits one outbox against the topics its relays publish to.
+type Auditor struct {
+	name     string
+	cfg      config.Audit
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	extract  Extractor
+	sampler  Sampler
+	query    string
+	client   *kgo.Client
+	interval time.Duration
+	now      func() time.Time
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	started    time.Time
+	win        *window
+	records    uint64
+	sampled    uint64
+	malformed  uint64
+	duplicates uint64
+	dups       map[string]*Duplicate
+	dupsOver   int
+	consumed   map[topicPartition]int64 // next offset per partition
+	need       map[topicPartition]int64 // end offsets at start; nil until listed
+	ready      bool
+	tailErr    error
+	result     *result
+	cmpErr     error
+	checked    uint64
+
+	cmpMu       sync.Mutex // one comparison at a time; guards the fields below
+	checkedUpTo time.Time
+	firstSeen   map[string]time.Time
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// Finding is one sampled row the audit flags, for repair.
+type Finding struct {
+	ID          string     `json:"id"`
+	State       string     `json:"state"`
+	CreatedAt   time.Time  `json:"created_at"`
+	PublishedAt *time.Time `json:"published_at,omitempty"`
+	// OnTopicBy is the latest time the first record with the id can
+	// carry, for an unmarked row.
+	OnTopicBy *time.Time `json:"on_topic_by,omitempty"`
+}
+
+// Duplicate is a sampled id seen on the topics more than once in the
+// window.
+type Duplicate struct {
+	ID       string    `json:"id"`
+	Copies   int       `json:"copies"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+type result struct {
+	at       time.Time
+	missing  []Finding
+	unmarked []Finding
+	nMissing int
+	nUnmark  int
+}
+
+// New builds the auditor of outbox name. It does not connect: Start does.
+func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *pgxpool.Pool, logger *slog.Logger) (*Auditor, error) {
+	if a == nil || o == nil || k == nil {
+		return nil, fmt.Errorf("audit %q: missing audit, outbox or kafka configuration", name)
+	}
+	ext, err := ParseEventID(a.EventID)
+	if err != nil {
+		return nil, fmt.Errorf("audit %q: %w", name, err)
+	}
+	if a.Window <= 0 {
+		return nil, fmt.Errorf("audit %q: window must be positive", name)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	now := time.Now()
+	cl, err := kafkaclient.New(k,
+		kgo.ConsumeTopics(a.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(now.Add(-a.Window).UnixMilli())),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records carry offsets too; the tailer needs them to
+		// know it reached the end offsets listed at start.
+		kgo.KeepControlRecords(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("audit %q: %w", name, err)
+	}
+	s := NewSampler(a.Sample)
+	return &Auditor{
+		name:     name,
+		cfg:      *a,
+		pool:     pool,
+		logger:   logger.With("audit", name),
+		extract:  ext,
+		sampler:  s,
+		query:    outboxQuery(o, s),
+		client:   cl,
+		interval: DefaultCompareInterval,
+		now:      time.Now,
+		started:  now,
+		win:      newWindow(a.Window.Milliseconds(), now.UnixMilli()),
+		dups:     map[string]*Duplicate{},
+		consumed: map[topicPartition]int64{},
+	}, nil
+}
+
+// Name is the audited outbox.
+func (a *Auditor) Name() string { return a.name }
+
+// SetCompareInterval changes how often Start compares; call before Start.
+func (a *Auditor) SetCompareInterval(d time.Duration) {
+	if d > 0 {
+		a.interval = d
+	}
+}
+
+// Start tails the topics and compares every interval until ctx ends or
+// Close is called. Counters count what happens from Start on: records
+// older than Start (the window re-read after a restart) rebuild the state
+// and list their duplicates in the report, but do not add to
+// outbox_audit_duplicates_total, so a restart does not count them twice.
+func (a *Auditor) Start(ctx context.Context) {
+	ctx, a.cancel = context.WithCancel(ctx)
+	a.mu.Lock()
+	now := a.now()
+	a.started = now
+	a.mu.Unlock()
+	a.cmpMu.Lock()
+	a.checkedUpTo = now
+	a.cmpMu.Unlock()
+	a.wg.Add(3)
+	go func() { defer a.wg.Done(); a.listTargets(ctx) }()
+	go func() { defer a.wg.Done(); a.tail(ctx) }()
+	go func() { defer a.wg.Done(); a.compareLoop(ctx) }()
+}
+
+// Close stops the auditor and frees its state.
+func (a *Auditor) Close() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.wg.Wait()
+	a.client.Close()
+	a.mu.Lock()
+	a.win.free()
+	a.mu.Unlock()
+}
+
+// listTargets records the end offset of every partition that holds
+// records of the window, once; the tailer is ready when it reached them.
+func (a *Auditor) listTargets(ctx context.Context) {
+	adm := kadm.NewClient(a.client)
+	for {
+		need, err := a.endOffsets(ctx, adm)
+		if err == nil {
+			a.mu.Lock()
+			a.need = need
+			a.tailErr = nil
+			a.updateReady()
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Lock()
+		a.tailErr = err
+		a.mu.Unlock()
+		a.logger.Warn("list topic offsets", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(listRetry):
+		}
+	}
+}
+
+func (a *Auditor) endOffsets(ctx context.Context, adm *kadm.Client) (map[topicPartition]int64, error) {
+	a.mu.Lock()
+	from := a.started.Add(-a.cfg.Window).UnixMilli()
+	a.mu.Unlock()
+	ends, err := adm.ListEndOffsets(ctx, a.cfg.Topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %v: %w", a.cfg.Topics, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("list end offsets of %v: %w", a.cfg.Topics, err)
+	}
+	starts, err := adm.ListOffsetsAfterMilli(ctx, from, a.cfg.Topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %v after %d: %w", a.cfg.Topics, from, err)
+	}
+	if err := starts.Error(); err != nil {
+		return nil, fmt.Errorf("list offsets of %v after %d: %w", a.cfg.Topics, from, err)
+	}
+	need := map[topicPartition]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Offset >= o.Offset {
+			return
+		}
+		need[topicPartition{o.Topic, o.Partition}] = o.Offset
+	})
+	return need, nil
+}
+
+// updateReady opens the gate once every listed end offset was consumed.
+// Call with mu held.
+func (a *Auditor) updateReady() {
+	if a.ready || a.need == nil {
+		return
+	}
+	for tp, end := range a.need {
+		if a.consumed[tp] < end {
+			return
+		}
+	}
+	a.ready = true
+	a.logger.Info("audit window read", "since", a.started.Add(-a.cfg.Window))
+}
+
+// Ready reports whether the tailer has read the whole window that existed
+// at Start; until then no row is judged.
+func (a *Auditor) Ready() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ready
+}
+
+type sampledRecord struct {
+	id []byte // aliases the record; used only within the batch
+	fp uint64
+	ts int64
+}
+
+func (a *Auditor) tail(ctx context.Context) {
+	batch := make([]sampledRecord, 0, 1024)
+	for {
+		fs := a.client.PollRecords(ctx, pollRecords)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			return
+		}
+		var fetchErr error
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				fetchErr = fmt.Errorf("fetch %s[%d]: %w", topic, p, err)
+			}
+		})
+		batch = batch[:0]
+		var n, malformed uint64
+		offsets := map[topicPartition]int64{}
+		fs.EachRecord(func(r *kgo.Record) {
+			tp := topicPartition{r.Topic, r.Partition}
+			if r.Offset+1 > offsets[tp] {
+				offsets[tp] = r.Offset + 1
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			n++
+			id, err := a.extract.ID(r)
+			if err != nil {
+				malformed++
+				a.logger.Debug("skip record without event id", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", err)
+				return
+			}
+			h, fp := Digest(id)
+			if !a.sampler.Sampled(h) {
+				return
+			}
+			batch = append(batch, sampledRecord{id: id, fp: fp, ts: r.Timestamp.UnixMilli()})
+		})
+		a.observe(batch, offsets, n, malformed, fetchErr)
+		clear(batch) // drop references to the records
+	}
+}
+
+// observe adds a polled batch to the window.
+func (a *Auditor) observe(batch []sampledRecord, offsets map[topicPartition]int64, n, malformed uint64, fetchErr error) {
+	now := a.now().UnixMilli()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	start := a.started.UnixMilli()
+	a.records += n
+	a.malformed += malformed
+	for _, r := range batch {
+		dup, in := a.win.add(r.fp, r.ts, now)
+		if !in {
+			continue
+		}
+		a.sampled++
+		if dup {
+			if r.ts >= start {
+				a.duplicates++
+			}
+			a.noteDuplicate(r.id, r.ts)
+		}
+	}
+	a.win.advance(now)
+	horizon := now - a.win.span
+	for id, d := range a.dups {
+		if d.LastSeen.UnixMilli() < horizon {
+			delete(a.dups, id)
+		}
+	}
+	for tp, off := range offsets {
+		if off > a.consumed[tp] {
+			a.consumed[tp] = off
+		}
+	}
+	if fetchErr != nil && a.tailErr == nil {
+		a.logger.Warn("tail topics", "err", fetchErr)
+	}
+	if a.need != nil || fetchErr != nil {
+		a.tailErr = fetchErr
+	}
+	a.updateReady()
+}
+
+func (a *Auditor) noteDuplicate(id []byte, ts int64) {
+	at := time.UnixMilli(ts).UTC()
+	if d, ok := a.dups[string(id)]; ok {
+		d.Copies++
+		if at.After(d.LastSeen) {
+			d.LastSeen = at
+		}
+		return
+	}
+	if len(a.dups) >= MaxFindings {
+		a.dupsOver++
+		return
+	}
+	a.dups[string(id)] = &Duplicate{ID: string(id), Copies: 2, LastSeen: at}
+}
+
+func (a *Auditor) compareLoop(ctx context.Context) {
+	t := time.NewTicker(a.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.interval)
+		if err := a.Compare(cctx); err != nil && ctx.Err() == nil {
+			a.logger.Error("compare outbox with topics", "err", err)
+		}
+		cancel()
+	}
+}
+
+// Compare judges the sampled rows of the window now. Before the tailer has
+// read the window it judges nothing and returns nil.
+func (a *Auditor) Compare(ctx context.Context) error {
+	a.cmpMu.Lock()
+	defer a.cmpMu.Unlock()
+	if !a.Ready() {
+		return nil
+	}
+	err := a.compare(ctx)
+	a.mu.Lock()
+	a.cmpErr = err
+	a.mu.Unlock()
+	return err
+}
+
+type outboxRow struct {
+	id          string
+	class       Class
+	publishedAt *time.Time
+	createdAt   time.Time
+	fp          uint64
+}
+
+func (a *Auditor) compare(ctx context.Context) error {
+	now := a.now()
+	from := now.Add(-a.cfg.Window + a.cfg.Grace)
+	rows, err := a.pool.Query(ctx, a.query, from)
+	if err != nil {
+		return fmt.Errorf("query outbox %q: %w", a.name, err)
+	}
+	var sampled []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		var class int32
+		if err := rows.Scan(&r.id, &class, &r.publishedAt, &r.createdAt); err != nil {
+			rows.Close()
+			return fmt.Errorf("read outbox %q: %w", a.name, err)
+		}
+		h, fp := Digest([]byte(r.id))
+		if !a.sampler.Sampled(h) {
+			continue
+		}
+		r.class, r.fp = Class(class), fp
+		sampled = append(sampled, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read outbox %q: %w", a.name, err)
+	}
+
+	type seen struct {
+		ok  bool
+		end int64
+	}
+	on := make([]seen, len(sampled))
+	a.mu.Lock()
+	for i, r := range sampled {
+		on[i].end, on[i].ok = a.win.lookup(r.fp)
+	}
+	a.mu.Unlock()
+
+	res := &result{at: now}
+	var checked uint64
+	firstSeen := map[string]time.Time{}
+	for i, r := range sampled {
+		o := Observation{ID: r.id, Class: r.class, OnTopic: on[i].ok}
+		if o.OnTopic {
+			o.OnTopicAt = time.UnixMilli(on[i].end)
+		}
+		if r.class == Published {
+			if r.publishedAt != nil {
+				o.MarkedAt = *r.publishedAt
+			} else {
+				// Without published_at, a row counts as marked when this
+				// process first saw it published; kept only while absent.
+				o.MarkedAt = now
+				if t, ok := a.firstSeen[r.id]; ok {
+					o.MarkedAt = t
+				}
+				if !o.OnTopic {
+					firstSeen[r.id] = o.MarkedAt
+				}
+			}
+		}
+		if judged := r.createdAt.Add(a.cfg.Grace); judged.After(a.checkedUpTo) && !judged.After(now) {
+			checked++
+		}
+		switch Judge(o, now, a.cfg.Grace) {
+		case MissingInBroker:
+			res.nMissing++
+			if len(res.missing) < MaxFindings {
+				res.missing = append(res.missing, finding(r, o))
+			}
+		case UnmarkedInBroker:
+			res.nUnmark++
+			if len(res.unmarked) < MaxFindings {
+				res.unmarked = append(res.unmarked, finding(r, o))
+			}
+		}
+	}
+	a.firstSeen = firstSeen
+	a.checkedUpTo = now
+	sortFindings(res.missing)
+	sortFindings(res.unmarked)
+	a.mu.Lock()
+	a.result = res
+	a.checked += checked
+	a.mu.Unlock()
+	return nil
+}
+
+func finding(r outboxRow, o Observation) Finding {
+	f := Finding{ID: r.id, State: r.class.String(), CreatedAt: r.createdAt.UTC()}
+	if r.publishedAt != nil {
+		t := r.publishedAt.UTC()
+		f.PublishedAt = &t
+	}
+	if o.OnTopic {
+		t := o.OnTopicAt.UTC()
+		f.OnTopicBy = &t
+	}
+	return f
+}
+
+func sortFindings(fs []Finding) {
+	sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
+}
+
+// Stats is what the audit collector exports.
+type Stats struct {
+	// Compared is false until the first comparison after the window was
+	// read; the finding gauges are meaningless before.
+	Compared   bool
+	Missing    int
+	Unmarked   int
+	Duplicates uint64
+	Checked    uint64
+	Malformed  uint64
+	Records    uint64
+	// SampledIDs and StateBytes size the window.
+	SampledIDs int
+	StateBytes int
+	// Err is the last comparison's or the tailer's error.
+	Err error
+}
+
+// Stats returns the current counters and the last comparison's findings.
+func (a *Auditor) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws := a.win.stats()
+	s := Stats{
+		Duplicates: a.duplicates,
+		Checked:    a.checked,
+		Malformed:  a.malformed,
+		Records:    a.records,
+		SampledIDs: ws.IDs,
+		StateBytes: ws.Bytes,
+		Err:        errors.Join(a.cmpErr, a.tailErr),
+	}
+	if a.result != nil {
+		s.Compared = true
+		s.Missing, s.Unmarked = a.result.nMissing, a.result.nUnmark
+	}
+	return s
+}
