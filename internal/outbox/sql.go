@@ -1,0 +1,594 @@
+package outbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// Querier is what the queries run on: a pool, a connection or a
+// transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Column is one column of the outbox table as the catalog describes it.
+type Column struct {
+	Name string
+	// Type is the type's name in pg_type (timestamptz, int4, text, ...).
+	Type string
+	// Category is pg_type.typcategory: S string, N numeric, D date/time,
+	// E enum, ...
+	Category string
+}
+
+// IsInteger reports an integer type.
+func (c Column) IsInteger() bool {
+	switch c.Type {
+	case "int2", "int4", "int8":
+		return true
+	}
+	return false
+}
+
+// IsTimestamp reports timestamp or timestamptz.
+func (c Column) IsTimestamp() bool { return c.Type == "timestamptz" || c.Type == "timestamp" }
+
+// IsText reports a string or enum type.
+func (c Column) IsText() bool { return c.Category == "S" || c.Category == "E" }
+
+// ErrNoTable is returned when the outbox table does not exist.
+var ErrNoTable = fmt.Errorf("table does not exist")
+
+// Introspect reads the columns of table ("schema.table" or "table") from
+// the catalog.
+func Introspect(ctx context.Context, q Querier, table string) (map[string]Column, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pg.Table(table)).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("look up table %s: %w", table, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("look up table %s: %w", table, ErrNoTable)
+	}
+	rows, err := q.Query(ctx, `
+SELECT a.attname::text, t.typname::text, t.typcategory::text
+FROM pg_attribute a JOIN pg_type d ON d.oid = a.atttypid
+JOIN pg_type t ON t.oid = CASE WHEN d.typtype = 'd' THEN d.typbasetype ELSE d.oid END
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, pg.Table(table))
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	cols := map[string]Column{}
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.Type, &c.Category); err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", table, err)
+		}
+		cols[c.Name] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	return cols, nil
+}
+
+// Spec is an outbox's configuration joined with its table's column types:
+// it builds the queries and decides from what they read.
+type Spec struct {
+	Name      string
+	O         *config.Outbox
+	Rules     *Rules
+	IntStatus bool
+	table     string
+}
+
+// NewSpec builds the queries of outbox name. cols are the table's columns
+// from Introspect; only the status column's type is used here (Check
+// judges the others).
+func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
+	s := &Spec{Name: name, O: o, table: pg.Table(o.Table)}
+	if o.Status != "" {
+		c, ok := cols[o.Status]
+		if !ok {
+			return nil, fmt.Errorf("outbox %q: status column %q does not exist in %s", name, o.Status, o.Table)
+		}
+		s.IntStatus = c.IsInteger()
+	}
+	r, err := NewRules(o, s.IntStatus)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %q: %w", name, err)
+	}
+	s.Rules = r
+	return s, nil
+}
+
+func col(name string) string { return "t." + pg.Ident(name) }
+
+// ts is a timestamp column as timestamptz, so that both timestamp types
+// compare with now() in the session's time zone alike.
+func ts(name string) string { return col(name) + "::timestamptz" }
+
+func interval(d time.Duration) string {
+	return "'" + strconv.FormatInt(d.Microseconds(), 10) + " microseconds'::interval"
+}
+
+// statusList inlines status values as literals, so that the planner can
+// match a partial index predicate such as status IN ('PENDING','CLAIMED').
+func (s *Spec) statusList(vals []string) string {
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		if s.IntStatus {
+			c, _ := canonicalStatus(v, true) // NewRules checked them
+			out = append(out, c)
+		} else {
+			out = append(out, pg.Literal(v))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// unpublishedStatuses are the status values of unpublished rows: pending,
+// in_flight and those listed only under unknown, in config order.
+func (s *Spec) unpublishedStatuses() []string {
+	return dedupe(s.O.Pending, s.O.InFlight, s.unknownOnly())
+}
+
+// claimedStatuses are in_flight and unknown-only values.
+func (s *Spec) claimedStatuses() []string {
+	return dedupe(s.O.InFlight, s.unknownOnly())
+}
+
+func (s *Spec) unknownOnly() []string {
+	listed := map[string]bool{}
+	for _, set := range [][]string{s.O.Pending, s.O.InFlight, s.O.Published, s.O.Dead} {
+		for _, v := range set {
+			listed[v] = true
+		}
+	}
+	var out []string
+	for _, v := range s.O.Unknown {
+		if !listed[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func dedupe(sets ...[]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, set := range sets {
+		for _, v := range set {
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// UnpublishedPredicate is the condition of unpublished rows, as it stands
+// in every query and in the partial index: "" for a delete-on-publish
+// table, where every row is unpublished.
+func (s *Spec) UnpublishedPredicate() string { return s.unpublished("t.") }
+
+func (s *Spec) unpublished(q string) string {
+	col := func(c string) string { return q + pg.Ident(c) }
+	o := s.O
+	switch o.Style() {
+	case config.StyleStatus:
+		return col(o.Status) + " IN (" + s.statusList(s.unpublishedStatuses()) + ")"
+	case config.StyleTimestamps:
+		var p []string
+		if o.PublishedAt != "" {
+			p = append(p, col(o.PublishedAt)+" IS NULL")
+		}
+		if o.DeadAt != "" {
+			p = append(p, col(o.DeadAt)+" IS NULL")
+		}
+		return strings.Join(p, " AND ")
+	}
+	return ""
+}
+
+// DeadPredicate is the condition of dead rows, "" when the outbox has no
+// way to mark a row dead.
+func (s *Spec) DeadPredicate() string { return s.dead("t.") }
+
+func (s *Spec) dead(q string) string {
+	col := func(c string) string { return q + pg.Ident(c) }
+	o := s.O
+	switch o.Style() {
+	case config.StyleStatus:
+		if len(o.Dead) > 0 {
+			return col(o.Status) + " IN (" + s.statusList(o.Dead) + ")"
+		}
+	case config.StyleTimestamps:
+		if o.DeadAt != "" {
+			p := col(o.DeadAt) + " IS NOT NULL"
+			if o.PublishedAt != "" {
+				p += " AND " + col(o.PublishedAt) + " IS NULL"
+			}
+			return p
+		}
+	}
+	return ""
+}
+
+// where joins predicates with AND and adds the configured filter, the
+// only raw SQL besides unknown_when, in parentheses.
+func (s *Spec) where(preds ...string) string {
+	var p []string
+	for _, x := range preds {
+		if x != "" {
+			p = append(p, x)
+		}
+	}
+	if s.O.Filter != "" {
+		p = append(p, "("+s.O.Filter+")")
+	}
+	if len(p) == 0 {
+		return "TRUE"
+	}
+	return strings.Join(p, " AND ")
+}
+
+func (s *Spec) labelExprs() []string {
+	out := make([]string, len(s.O.Labels))
+	for i, l := range s.O.Labels {
+		out[i] = col(l.Column) + "::text"
+	}
+	return out
+}
+
+// deadlineExpr is the deadline of a row: a CASE on the first label's
+// value when overrides exist.
+func (s *Spec) deadlineExpr() string {
+	o := s.O
+	if len(o.Deadlines) == 0 || len(o.Labels) == 0 {
+		return interval(o.Deadline)
+	}
+	var b strings.Builder
+	b.WriteString("CASE " + col(o.Labels[0].Column) + "::text")
+	for _, k := range sortedKeys(o.Deadlines) {
+		b.WriteString(" WHEN " + pg.Literal(k) + " THEN " + interval(o.Deadlines[k]))
+	}
+	b.WriteString(" ELSE " + interval(o.Deadline) + " END")
+	return b.String()
+}
+
+// factExprs are the SELECT expressions of a row's Facts, in Facts order:
+// status, claim set, lease passed, attempted, unknown_when.
+func (s *Spec) factExprs() []string {
+	o := s.O
+	st := "''::text"
+	if o.Status != "" {
+		st = col(o.Status) + "::text"
+	}
+	claim, passed := "false", "false"
+	switch {
+	case o.ClaimedAt != "":
+		claim = col(o.ClaimedAt) + " IS NOT NULL"
+		if o.LeaseTTL > 0 {
+			passed = "coalesce(" + ts(o.ClaimedAt) + " < now() - " + interval(o.LeaseTTL) + ", false)"
+		}
+	case o.LeaseUntil != "":
+		claim = col(o.LeaseUntil) + " IS NOT NULL"
+		passed = "coalesce(" + ts(o.LeaseUntil) + " < now(), false)"
+	}
+	attempted := "false"
+	if o.Attempts != "" {
+		attempted = "coalesce(" + col(o.Attempts) + " > 0, false)"
+	}
+	uw := "false"
+	if o.UnknownWhen != "" {
+		uw = "coalesce((" + o.UnknownWhen + "), false)"
+	}
+	return []string{st, claim, passed, attempted, uw}
+}
+
+const nFacts = 5
+
+// StateQuery aggregates the unpublished rows by their facts and label
+// values: count, age of the oldest, count past its deadline. It reads at
+// most MaxCount+1 rows (a LIMIT subquery), so that a huge backlog costs
+// no more than MaxCount rows; a total above MaxCount means capped.
+//
+// Columns: status, claim set, lease passed, attempted, unknown_when,
+// labels..., rows, oldest age seconds, past deadline rows.
+func (s *Spec) StateQuery() string {
+	inner := append(s.factExprs(), s.labelExprs()...)
+	for i := range inner {
+		inner[i] += " AS c" + strconv.Itoa(i)
+	}
+	n := len(inner)
+	inner = append(inner,
+		ts(s.O.CreatedAt)+" AS created",
+		"("+ts(s.O.CreatedAt)+" < now() - "+s.deadlineExpr()+") AS late")
+	outer := make([]string, n)
+	group := make([]string, n)
+	for i := range outer {
+		outer[i] = "c" + strconv.Itoa(i)
+		group[i] = strconv.Itoa(i + 1)
+	}
+	return fmt.Sprintf(`SELECT %s, count(*)::int8, extract(epoch from now() - min(created))::float8, (count(*) FILTER (WHERE late))::int8
+FROM (SELECT %s FROM %s t WHERE %s LIMIT %d) s
+GROUP BY %s`,
+		strings.Join(outer, ", "), strings.Join(inner, ", "), s.table,
+		s.where(s.UnpublishedPredicate()), s.O.MaxCount+1, strings.Join(group, ", "))
+}
+
+// DeadQuery counts dead rows by label values, at most MaxCount+1 of them.
+// "" when the outbox has no dead rows. Columns: labels..., rows.
+func (s *Spec) DeadQuery() string {
+	dp := s.DeadPredicate()
+	if dp == "" {
+		return ""
+	}
+	labels := s.labelExprs()
+	if len(labels) == 0 {
+		return fmt.Sprintf(`SELECT count(*)::int8 FROM (SELECT 1 FROM %s t WHERE %s LIMIT %d) s`,
+			s.table, s.where(dp), s.O.MaxCount+1)
+	}
+	inner := make([]string, len(labels))
+	outer := make([]string, len(labels))
+	group := make([]string, len(labels))
+	for i, l := range labels {
+		inner[i] = l + " AS c" + strconv.Itoa(i)
+		outer[i] = "c" + strconv.Itoa(i)
+		group[i] = strconv.Itoa(i + 1)
+	}
+	return fmt.Sprintf(`SELECT %s, count(*)::int8 FROM (SELECT %s FROM %s t WHERE %s LIMIT %d) s GROUP BY %s`,
+		strings.Join(outer, ", "), strings.Join(inner, ", "), s.table, s.where(dp), s.O.MaxCount+1,
+		strings.Join(group, ", "))
+}
+
+// MaxOldestTuples bounds the label combinations the oldest-row skip-scan
+// visits.
+const MaxOldestTuples = 10000
+
+// OldestQuery finds the age of the oldest unpublished row per label
+// combination exactly, whatever the backlog: a recursive skip-scan that
+// takes one row per combination from an index on (labels..., created_at),
+// instead of reading every row. Without labels it is a min() that an
+// index on created_at answers from its first entry. It is used when the
+// state query was capped.
+//
+// Combinations with a NULL label value are not visited by the skip-scan
+// (a row comparison with NULL is not true); their age comes from the
+// capped state query only.
+//
+// Columns: labels..., oldest age seconds.
+func (s *Spec) OldestQuery() string {
+	up := s.UnpublishedPredicate()
+	labels := s.O.Labels
+	if len(labels) == 0 {
+		return fmt.Sprintf(`SELECT coalesce(extract(epoch from now() - min(%s))::float8, 0) FROM %s t WHERE %s`,
+			ts(s.O.CreatedAt), s.table, s.where(up))
+	}
+	cols := make([]string, len(labels))
+	prev := make([]string, len(labels))
+	outs := make([]string, len(labels))
+	for i, l := range labels {
+		cols[i] = col(l.Column)
+		prev[i] = "r." + pg.Ident(l.Column)
+		outs[i] = "r." + pg.Ident(l.Column) + "::text"
+	}
+	sel := strings.Join(cols, ", ") + ", " + col(s.O.CreatedAt)
+	order := strings.Join(cols, ", ") + ", " + col(s.O.CreatedAt)
+	var cmp string
+	if len(labels) == 1 {
+		cmp = cols[0] + " > " + prev[0]
+	} else {
+		cmp = "(" + strings.Join(cols, ", ") + ") > (" + strings.Join(prev, ", ") + ")"
+	}
+	return fmt.Sprintf(`WITH RECURSIVE r AS (
+  (SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[4]s LIMIT 1)
+  UNION ALL
+  SELECT n.* FROM r, LATERAL (SELECT %[1]s FROM %[2]s t WHERE %[5]s ORDER BY %[4]s LIMIT 1) n
+)
+SELECT %[6]s, extract(epoch from now() - r.%[7]s::timestamptz)::float8 FROM r LIMIT %[8]d`,
+		sel, s.table, s.where(up), order, s.where(up, cmp),
+		strings.Join(outs, ", "), pg.Ident(s.O.CreatedAt), MaxOldestTuples)
+}
+
+// leaseColumn is the column whose value identifies a lease.
+func (s *Spec) leaseColumn() string {
+	if s.O.LeaseUntil != "" {
+		return s.O.LeaseUntil
+	}
+	if s.O.ClaimedAt != "" && s.O.LeaseTTL > 0 {
+		return s.O.ClaimedAt
+	}
+	return ""
+}
+
+// LeaseQuery reads the (id, lease) of claimed unpublished rows whose lease
+// has passed, at most MaxCount+1 of them; "" without a lease to judge.
+// Columns: id, lease in microseconds since the epoch.
+func (s *Spec) LeaseQuery() string {
+	lc := s.leaseColumn()
+	if lc == "" {
+		return ""
+	}
+	var claimed, passed string
+	if s.O.LeaseUntil != "" {
+		passed = ts(lc) + " < now()"
+	} else {
+		// claimed_at < now() - ttl, not claimed_at + ttl < now(), so that an
+		// index on claimed_at serves it.
+		passed = ts(lc) + " < now() - " + interval(s.O.LeaseTTL)
+	}
+	if s.O.Style() == config.StyleStatus && len(s.O.InFlight) > 0 {
+		claimed = col(s.O.Status) + " IN (" + s.statusList(s.claimedStatuses()) + ")"
+	}
+	return fmt.Sprintf(`SELECT %s::text, (extract(epoch from %s) * 1000000)::int8 FROM %s t WHERE %s LIMIT %d`,
+		col(s.O.ID), ts(lc), s.table, s.where(s.UnpublishedPredicate(), claimed, passed), s.O.MaxCount+1)
+}
+
+// MaxPublishedRows bounds the rows one read of published rows returns;
+// past it the watermark catches up over the following scrapes.
+const MaxPublishedRows = 100000
+
+// PublishedQuery reads rows published after $1 (microseconds since the
+// epoch, exclusive), oldest first, at most MaxPublishedRows; "" without
+// published_at. Columns: id, labels..., published_at in microseconds,
+// latency seconds.
+func (s *Spec) PublishedQuery() string {
+	o := s.O
+	if o.PublishedAt == "" {
+		return ""
+	}
+	sel := []string{col(o.ID) + "::text"}
+	sel = append(sel, s.labelExprs()...)
+	sel = append(sel,
+		"(extract(epoch from "+ts(o.PublishedAt)+") * 1000000)::int8",
+		"extract(epoch from "+ts(o.PublishedAt)+" - "+ts(o.CreatedAt)+")::float8")
+	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		strings.Join(sel, ", "), s.table,
+		s.where(col(o.PublishedAt)+" > 'epoch'::timestamptz + $1::int8 * interval '1 microsecond'"),
+		col(o.PublishedAt), MaxPublishedRows)
+}
+
+// StuckQuery reads the oldest unpublished rows, at most $1. Columns:
+// id, facts..., labels..., age seconds, attempts, last_error (at most
+// 200 characters).
+func (s *Spec) StuckQuery() string {
+	o := s.O
+	sel := []string{col(o.ID) + "::text"}
+	sel = append(sel, s.factExprs()...)
+	sel = append(sel, s.labelExprs()...)
+	sel = append(sel, "extract(epoch from now() - "+ts(o.CreatedAt)+")::float8")
+	if o.Attempts != "" {
+		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
+	} else {
+		sel = append(sel, "0::int8")
+	}
+	if o.LastError != "" {
+		sel = append(sel, "coalesce(left("+col(o.LastError)+"::text, "+strconv.Itoa(LastErrorChars)+"), '')")
+	} else {
+		sel = append(sel, "''::text")
+	}
+	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
+		strings.Join(sel, ", "), s.table, s.where(s.UnpublishedPredicate()), col(o.CreatedAt))
+}
+
+// NowQuery reads the database's transaction time in microseconds.
+const NowQuery = `SELECT (extract(epoch from now()) * 1000000)::int8`
+
+// Index is an index a query needs.
+type Index struct {
+	Name    string
+	Columns []string
+	Include []string
+	Where   string
+	// For names the queries the index serves.
+	For string
+}
+
+// SQL is the statement that creates the index without blocking writes.
+func (ix Index) SQL(table string) string {
+	cols := make([]string, len(ix.Columns))
+	for i, c := range ix.Columns {
+		cols[i] = pg.Ident(c)
+	}
+	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s)",
+		pg.Ident(ix.Name), pg.Table(table), strings.Join(cols, ", "))
+	if len(ix.Include) > 0 {
+		inc := make([]string, len(ix.Include))
+		for i, c := range ix.Include {
+			inc[i] = pg.Ident(c)
+		}
+		stmt += " INCLUDE (" + strings.Join(inc, ", ") + ")"
+	}
+	if ix.Where != "" {
+		stmt += " WHERE " + ix.Where
+	}
+	return stmt + ";"
+}
+
+// IndexName is a stable index name, outbox_exporter_<outbox>_<suffix>,
+// shortened with a hash when it would pass PostgreSQL's 63 bytes.
+func IndexName(outbox, suffix string) string {
+	n := "outbox_exporter_" + outbox + "_" + suffix
+	if len(n) <= 63 {
+		return n
+	}
+	h := sha256.Sum256([]byte(n))
+	tail := "_" + hex.EncodeToString(h[:4]) + "_" + suffix
+	return n[:63-len(tail)] + tail
+}
+
+// Indexes are the indexes the outbox's queries need:
+//
+//   - unpublished: (labels..., created_at) over unpublished rows, with the
+//     columns the state query reads included, so that the state query
+//     is an index-only scan of the unpublished rows and the oldest-row
+//     skip-scan finds each label combination's oldest row directly;
+//   - dead: (labels...) over dead rows;
+//   - lease: (lease_until or claimed_at) over unpublished rows, so the
+//     expired leases are a range read;
+//   - published_at: for the published counters' watermark.
+func (s *Spec) Indexes() map[string]Index {
+	o := s.O
+	out := map[string]Index{}
+	var labels []string
+	for _, l := range o.Labels {
+		labels = append(labels, l.Column)
+	}
+	var include []string
+	for _, c := range []string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts} {
+		if c != "" && !contains(labels, c) && c != o.CreatedAt && !contains(include, c) {
+			include = append(include, c)
+		}
+	}
+	up := s.unpublished("")
+	out["unpublished"] = Index{Name: IndexName(s.Name, "unpublished"),
+		Columns: append(append([]string{}, labels...), o.CreatedAt), Include: include, Where: up,
+		For: "the state, oldest-row and stuck-row queries"}
+	if dp := s.dead(""); dp != "" {
+		cols := labels
+		if len(cols) == 0 {
+			cols = []string{o.CreatedAt}
+		}
+		out["dead"] = Index{Name: IndexName(s.Name, "dead"), Columns: cols, Where: dp, For: "the dead-row count"}
+	}
+	if lc := s.leaseColumn(); lc != "" {
+		out["lease"] = Index{Name: IndexName(s.Name, "lease"), Columns: []string{lc}, Where: up, For: "the expired-lease query"}
+	}
+	if o.PublishedAt != "" {
+		out["published_at"] = Index{Name: IndexName(s.Name, "published_at"), Columns: []string{o.PublishedAt},
+			For: "the published counters' watermark"}
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,112 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// LastErrorChars is how many characters of last_error a stuck row shows.
+const LastErrorChars = 200
+
+// MaxStuckRows bounds the limit of a Stuck call.
+const MaxStuckRows = 1000
+
+// StuckRow is one of the oldest unpublished rows, as /api/v1/stuck
+// answers it.
+type StuckRow struct {
+	ID            string            `json:"id"`
+	State         State             `json:"state"`
+	AgeSeconds    float64           `json:"age_seconds"`
+	Attempts      int64             `json:"attempts"`
+	LastError     string            `json:"last_error"`
+	UnknownResult bool              `json:"unknown_result"`
+	PastDeadline  bool              `json:"past_deadline"`
+	Labels        map[string]string `json:"labels,omitempty"`
+}
+
+// TrimError cuts s to at most n characters of valid UTF-8.
+func TrimError(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for c := 0; c < n; c++ {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s[:i]
+}
+
+// Stuck returns the oldest unpublished rows of outbox o, at most limit
+// (1 to MaxStuckRows), oldest first. It reads through a read-only
+// transaction on pool.
+func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbox, limit int) ([]StuckRow, error) {
+	if limit < 1 {
+		limit = 1
+	}
+	if limit > MaxStuckRows {
+		limit = MaxStuckRows
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("stuck rows of outbox %q: begin: %w", name, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	cols, err := Introspect(ctx, tx, o.Table)
+	if err != nil {
+		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
+	}
+	spec, err := NewSpec(name, o, cols)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, spec.StuckQuery(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
+	}
+	defer rows.Close()
+	var out []StuckRow
+	nl := len(o.Labels)
+	for rows.Next() {
+		var (
+			r      StuckRow
+			f      Facts
+			labels = make([]*string, nl)
+		)
+		dest := []any{&r.ID, &f.Status, &f.ClaimSet, &f.LeasePassed, &f.Attempted, &f.UnknownWhen}
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &r.AgeSeconds, &r.Attempts, &r.LastError)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
+		}
+		r.State = spec.Rules.Classify(f)
+		r.UnknownResult = spec.Rules.Unknown(r.State, f)
+		r.LastError = TrimError(r.LastError, LastErrorChars)
+		vals := make([]string, nl)
+		if nl > 0 {
+			r.Labels = map[string]string{}
+			for i, l := range o.Labels {
+				if labels[i] != nil {
+					vals[i] = *labels[i]
+				}
+				r.Labels[l.Name] = vals[i]
+			}
+		}
+		r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
+	}
+	return out, nil
+}
