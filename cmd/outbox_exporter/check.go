@@ -12,13 +12,13 @@ import (
 
 // check validates the configuration, then asks every part to verify what
 // it needs from its database. It exits 0 only if everything holds.
-func (c *cli) check(stdout, stderr io.Writer, logger *slog.Logger) int {
+func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.Logger) int {
 	cfg, err := config.Load(c.configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	_ = ctx
 	_ = cfg

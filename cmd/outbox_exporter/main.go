@@ -31,7 +31,10 @@ func main() {
 	if version.Version == "" {
 		version.Version = "0.1.0-dev"
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // cli holds every flag; one per process, never global.
@@ -55,7 +58,7 @@ type cli struct {
 // out of Parse without ending the process, so run stays testable.
 type exitCode int
 
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			ec, ok := r.(exitCode)
@@ -97,16 +100,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	}
 	switch cmd {
 	case serve.FullCommand():
-		return c.serve(logger)
+		return c.serve(ctx, logger)
 	case check.FullCommand():
-		return c.check(stdout, stderr, logger)
+		return c.check(ctx, stdout, stderr, logger)
 	}
 	return 2
 }
 
-func (c *cli) serve(logger *slog.Logger) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 	logger.Info("starting outbox_exporter", "version", version.Info(), "build", version.BuildContext())
 	srv, err := server.New(ctx, server.Options{
 		ConfigFile:    c.configFile,

@@ -41,6 +41,15 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 		a.closers = append(a.closers, pool.Close)
 	}
 	var cs []collectors.Collector
+	for _, name := range sorted(cfg.Kafka) {
+		kc, err := collectors.NewKafka(name, cfg.Kafka[name], logger)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("kafka %q: %w", name, err)
+		}
+		a.closers = append(a.closers, kc.Close)
+		cs = append(cs, kc)
+	}
 	a.Exporter = collectors.NewExporter(logger, cs...)
 	return a, nil
 }

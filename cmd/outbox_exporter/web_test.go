@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// selfSigned writes a certificate and key for 127.0.0.1 and returns their
+// paths and a pool that trusts the certificate.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "outbox_exporter test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+const minimalConfig = `
+databases:
+  main:
+    dsn: postgres://exporter:%s@127.0.0.1:1/nowhere?connect_timeout=1
+outboxes:
+  messages:
+    database: main
+    table: public.outbox
+    id: event_id
+    created_at: created_at
+    deadline: 5m
+`
+
+// /metrics over TLS with basic auth, through exporter-toolkit's web config.
+func TestServeTLSAndBasicAuth(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-scrape"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(dir, "web.yml")
+	os.WriteFile(webCfg, []byte(fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  prometheus: %s\n", certFile, keyFile, hash)), 0o600)
+	cfgFile := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf(minimalConfig, "dbpass")), 0o600)
+	addr := freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--config.file=" + cfgFile, "--web.listen-address=" + addr, "--web.config.file=" + webCfg}, io.Discard, &stderr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exited %d; stderr:\n%s", code, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("serve did not stop within 10s of cancel")
+		}
+	}()
+
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	url := "https://" + addr + "/metrics"
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err = client.Get(url)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v\n%s", url, err, stderr.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no credentials: %d, want 401", resp.StatusCode)
+	}
+	for user, pass := range map[string]string{"prometheus": "wrong", "nobody": "s3cret-scrape"} {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.SetBasicAuth(user, pass)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s/%s: %d, want 401", user, pass, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest("GET", url, nil)
+	req.SetBasicAuth("prometheus", "s3cret-scrape")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "outbox_exporter_build_info") {
+		t.Fatalf("with credentials: %d\n%.500s", resp.StatusCode, body)
+	}
+	// Plain HTTP is refused on a TLS listener.
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Error("plain HTTP served metrics on the TLS listener")
+		}
+	}
+	if strings.Contains(stderr.String(), "dbpass") {
+		t.Errorf("the DSN password reached the log:\n%s", stderr.String())
+	}
+}
