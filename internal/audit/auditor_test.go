@@ -393,9 +393,9 @@ func TestAuditKeyAndJSON(t *testing.T) {
 	f.produce(
 		mk("j-1", `{"body":"`+secretBody+`","event_id":"j-1"}`),
 		mk("42", `{"event_id":42}`),
-		mk("x", `{"event_id":`),     // bad JSON
-		mk("y", `{"other":"j-2"}`),  // no field
-		mk("z", `not json at all`),  // bad JSON
+		mk("x", `{"event_id":`),      // bad JSON
+		mk("y", `{"other":"j-2"}`),   // no field
+		mk("z", `not json at all`),   // bad JSON
 		mk("j-1", `{"event_id":{}}`), // not a string or number
 	)
 	t.Run("json", func(t *testing.T) {

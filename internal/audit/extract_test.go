@@ -8,7 +8,9 @@ import (
 )
 
 func TestExtractorID(t *testing.T) {
-	hdr := func(k, v string) []kgo.RecordHeader { return []kgo.RecordHeader{{Key: "trace", Value: []byte("x")}, {Key: k, Value: []byte(v)}} }
+	hdr := func(k, v string) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: "trace", Value: []byte("x")}, {Key: k, Value: []byte(v)}}
+	}
 	tests := []struct {
 		spec    string
 		rec     kgo.Record
