@@ -1,0 +1,105 @@
+package dashboards
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+func exampleConfig(t *testing.T) *config.Config {
+	t.Helper()
+	t.Setenv("OUTBOX_DSN", "postgres://outbox_monitor@127.0.0.1:5432/app")
+	t.Setenv("SEARCH_DSN", "postgres://outbox_monitor@127.0.0.1:5432/search")
+	cfg, err := config.Load("../deploy/example.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestGoldenExample(t *testing.T) {
+	files, err := All(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUIDs := []string{OverviewUID, ConsumersUID, ReconcileUID, AuditUID, ExporterUID}
+	if len(files) != len(wantUIDs) {
+		t.Fatalf("%d dashboards, want %d", len(files), len(wantUIDs))
+	}
+	for i, f := range files {
+		if got := derefString(f.Dashboard.Uid); got != wantUIDs[i] {
+			t.Errorf("%s: uid %q, want %q", f.Name, got, wantUIDs[i])
+		}
+		b, err := Marshal(f.Dashboard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join("testdata", f.Name)
+		if *update {
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%v (run go test ./dashboards -update)", err)
+		}
+		if !bytes.Equal(b, want) {
+			t.Errorf("%s differs from the generated dashboard; run go test ./dashboards -update and review the diff", p)
+		}
+	}
+}
+
+// TestOnlyWhatTheConfigHas: without kafka, reconcile and audit sections
+// their dashboards are not generated, and without published_at there are
+// no SLO panels.
+func TestOnlyWhatTheConfigHas(t *testing.T) {
+	const yml = `
+databases:
+  db: {dsn: "postgres://x@localhost/db"}
+outboxes:
+  plain:
+    database: db
+    table: outbox
+    id: id
+    created_at: created_at
+    labels: {kind: kind_col}
+    deadline: 1m
+`
+	cfg, err := config.Parse([]byte(yml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := All(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	if got := strings.Join(names, " "); got != "outbox-overview.json outbox-exporter.json" {
+		t.Errorf("dashboards: %s", got)
+	}
+	b, err := Marshal(files[0].Dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if strings.Contains(s, "Error budget") {
+		t.Error("SLO panels without published_at")
+	}
+	if !strings.Contains(s, `max by (outbox, kind) (outbox_oldest_pending_age_seconds`) {
+		t.Error("the configured label is not in the deadline panel")
+	}
+	if strings.Contains(s, `job=\"outbox_exporter\"`) {
+		t.Error("a selector appears although alerting.selector is empty")
+	}
+}
