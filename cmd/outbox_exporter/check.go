@@ -7,21 +7,64 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 )
 
-// check validates the configuration, then asks every part to verify what
-// it needs from its database. It exits 0 only if everything holds.
+// check validates the configuration, connects to every database, then
+// verifies each outbox's table, columns, types and the indexes its queries
+// need, printing the CREATE INDEX statements it wants. It exits 0 only if
+// everything holds, 1 if something does not.
 func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.Logger) int {
 	cfg, err := config.Load(c.configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	fmt.Fprintf(stdout, "config %s: OK\n", c.configFile)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	_ = ctx
-	_ = cfg
-	fmt.Fprintln(stdout, "config: OK")
+	a, err := app.Build(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer a.Close()
+	ok := true
+	for _, name := range sortedKeys(cfg.Databases) {
+		var one int
+		if err := a.Pools[name].QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			fmt.Fprintf(stdout, "database %s (%s): FAIL cannot connect: %v\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()), err)
+			ok = false
+			continue
+		}
+		fmt.Fprintf(stdout, "database %s (%s): OK\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()))
+	}
+	for _, name := range sortedKeys(cfg.Outboxes) {
+		o := cfg.Outboxes[name]
+		r, err := outbox.Check(ctx, a.Pools[o.Database], name, o)
+		if err != nil {
+			fmt.Fprintf(stdout, "outbox %s: FAIL %v\n", name, err)
+			ok = false
+			continue
+		}
+		fmt.Fprint(stdout, r.Text())
+		ok = ok && r.OK
+	}
+	if !ok {
+		fmt.Fprintln(stdout, "check: NOT OK")
+		return 1
+	}
+	fmt.Fprintln(stdout, "check: OK")
 	return 0
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	return keys
 }

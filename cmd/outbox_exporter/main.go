@@ -86,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 
 	check := a.Command("check", "Validate the configuration, connect, and verify tables, columns, types and indexes.")
 
+	gen := a.Command("generate", "Write Grafana dashboards (JSON) and Prometheus rule files (YAML) made for the configuration.")
+	gen.Flag("out", "Directory to write into.").Required().StringVar(&c.generateOut)
+
 	cmd, err := a.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox_exporter: %v\n", err)
@@ -101,6 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	switch cmd {
 	case serve.FullCommand():
 		return c.serve(ctx, logger)
+	case gen.FullCommand():
+		return c.generateCmd(stdout, stderr)
 	case check.FullCommand():
 		return c.check(ctx, stdout, stderr, logger)
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/internal/audit"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
@@ -21,16 +23,19 @@ type App struct {
 	Config   *config.Config
 	Pools    map[string]*pgxpool.Pool
 	Exporter *collectors.Exporter
+	Audits   map[string]*audit.Auditor
 
 	logger  *slog.Logger
 	closers []func()
+	cancel  context.CancelFunc
 }
 
 // Build opens pools and clients and constructs collectors for cfg. It does
 // not wait for any database or broker to answer: an exporter starts while
-// they are down and recovers when they return.
+// they are down and recovers when they return. On error nothing is left
+// open.
 func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, error) {
-	a := &App{Config: cfg, Pools: map[string]*pgxpool.Pool{}, logger: logger}
+	a := &App{Config: cfg, Pools: map[string]*pgxpool.Pool{}, Audits: map[string]*audit.Auditor{}, logger: logger}
 	for _, name := range sorted(cfg.Databases) {
 		pool, err := pg.Open(ctx, cfg.Databases[name])
 		if err != nil {
@@ -41,6 +46,10 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 		a.closers = append(a.closers, pool.Close)
 	}
 	var cs []collectors.Collector
+	for _, name := range sorted(cfg.Outboxes) {
+		o := cfg.Outboxes[name]
+		cs = append(cs, collectors.NewOutbox(name, o, a.Pools[o.Database], logger))
+	}
 	for _, name := range sorted(cfg.Kafka) {
 		kc, err := collectors.NewKafka(name, cfg.Kafka[name], logger)
 		if err != nil {
@@ -50,20 +59,57 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 		a.closers = append(a.closers, kc.Close)
 		cs = append(cs, kc)
 	}
+	for _, name := range sorted(cfg.Audit) {
+		ac := cfg.Audit[name]
+		o := cfg.Outboxes[name]
+		au, err := audit.New(name, ac, o, cfg.Kafka[ac.Kafka], a.Pools[o.Database], logger)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("audit %q: %w", name, err)
+		}
+		a.Audits[name] = au
+		a.closers = append(a.closers, au.Close)
+		cs = append(cs, collectors.NewAudit(au))
+	}
 	a.Exporter = collectors.NewExporter(logger, cs...)
 	return a, nil
 }
 
 // Start begins the background work: reconcile schedules and audit tails.
-func (a *App) Start(ctx context.Context) {}
+// It ends when ctx ends or Close is called.
+func (a *App) Start(ctx context.Context) {
+	ctx, a.cancel = context.WithCancel(ctx)
+	for _, name := range sorted(a.Audits) {
+		a.Audits[name].Start(ctx)
+	}
+}
 
-// Close stops background work and closes every pool and client.
+// Stuck returns the oldest unpublished rows of a configured outbox.
+func (a *App) Stuck(ctx context.Context, name string, limit int) ([]outbox.StuckRow, error) {
+	o, ok := a.Config.Outboxes[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownOutbox, name)
+	}
+	return outbox.Stuck(ctx, a.Pools[o.Database], name, o, limit)
+}
+
+// ErrUnknownOutbox is returned for an outbox the configuration lacks.
+var ErrUnknownOutbox = fmt.Errorf("unknown outbox")
+
+// Close stops background work and closes every pool and client, last
+// opened first.
 func (a *App) Close() {
+	if a.cancel != nil {
+		a.cancel()
+	}
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
 	}
 	a.closers = nil
 }
+
+// OutboxNames lists the configured outboxes, sorted.
+func (a *App) OutboxNames() []string { return sorted(a.Config.Outboxes) }
 
 func sorted[T any](m map[string]T) []string {
 	keys := make([]string, 0, len(m))

@@ -168,6 +168,7 @@ func (s *Server) Handler() http.Handler {
 		w.Write([]byte("Reloaded.\n"))
 	})
 	mux.HandleFunc("GET /{$}", s.servePage)
+	s.apiRoutes(mux)
 	return mux
 }
 
