@@ -1,0 +1,549 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+)
+
+// syncBuffer collects announcements written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func uniqueDB() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "outbox_demo_t_" + hex.EncodeToString(b)
+}
+
+// testOptions are fast settings for tests on the real server.
+func testOptions() Options {
+	return Options{
+		DatabaseURL:    pgtest.ServerURL(),
+		Database:       uniqueDB(),
+		DropOnClose:    true,
+		Rate:           10,
+		PollInterval:   100 * time.Millisecond,
+		LeaseTTL:       2 * time.Second,
+		ReclaimAfter:   3 * time.Second,
+		UnknownBackoff: 3 * time.Second,
+		StallFor:       5 * time.Second,
+		ReconcileGrace: time.Second,
+	}
+}
+
+func start(t *testing.T, o Options) (*Pipeline, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{}
+	o.Out = out
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: testLogLevel()}))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := Start(ctx, o, logger)
+	if err != nil {
+		t.Fatalf("start demo: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return p, out
+}
+
+// eventually polls cond every 100ms until it returns nil or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func queryInt(t *testing.T, p *Pipeline, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("query %q: %v", sql, err)
+	}
+	return n
+}
+
+// topicCounts reads the whole topic and counts each event_id header.
+func topicCounts(t *testing.T, p *Pipeline) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Brokers()...), kgo.ConsumeTopics(p.opts.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatalf("reader client: %v", err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.opts.Topic)
+	if err != nil {
+		t.Fatalf("end offsets: %v", err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	counts := map[string]int{}
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read topic: %v (partitions left %v)", err, left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == "event_id" {
+					counts[string(h.Value)]++
+				}
+			}
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return counts
+}
+
+// groupLag returns the summed lag of a group on the topic.
+func groupLag(p *Pipeline, group string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Brokers()...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	lags, err := adm.Lag(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	l, ok := lags[group]
+	if !ok {
+		return 0, fmt.Errorf("group %s not described", group)
+	}
+	if l.Error() != nil {
+		return 0, l.Error()
+	}
+	var total int64
+	seen := false
+	for _, ps := range l.Lag {
+		for _, m := range ps {
+			if m.Err != nil {
+				return 0, m.Err
+			}
+			total += m.Lag
+			seen = true
+		}
+	}
+	if !seen {
+		return 0, fmt.Errorf("group %s has no committed offsets yet", group)
+	}
+	return total, nil
+}
+
+// drain stops the writers and waits until every row is published and
+// indexed and both groups have caught up.
+func drain(t *testing.T, p *Pipeline) {
+	t.Helper()
+	p.writersPaused.Store(true)
+	eventually(t, 30*time.Second, "all outbox rows published", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status <> 'PUBLISHED'`); n != 0 {
+			return fmt.Errorf("%d rows unpublished", n)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "search_index holds every message at its version", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM messages m FULL JOIN search_index s ON s.message_id = m.id
+			WHERE s.version IS DISTINCT FROM m.version`); n != 0 {
+			return fmt.Errorf("%d messages not indexed at their version", n)
+		}
+		return nil
+	})
+	for _, g := range []string{GroupSearchIndex, GroupNotify} {
+		eventually(t, 30*time.Second, "group "+g+" caught up", func() error {
+			lag, err := groupLag(p, g)
+			if err == nil && lag != 0 {
+				err = fmt.Errorf("lag %d", lag)
+			}
+			return err
+		})
+	}
+}
+
+func TestPipelineFlowsEndToEnd(t *testing.T) {
+	before := runtime.NumGoroutine()
+	o := testOptions()
+	p, out := start(t, o)
+	if !strings.HasPrefix(p.Brokers()[0], "127.0.0.1:") {
+		t.Errorf("kfake brokers %v, want 127.0.0.1", p.Brokers())
+	}
+	eventually(t, 30*time.Second, "100 events published", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status = 'PUBLISHED'`); n < 100 {
+			return fmt.Errorf("%d published", n)
+		}
+		return nil
+	})
+	drain(t, p)
+
+	// Every relay worked, edits made v2 events, each event reached the
+	// topic exactly once, and the published_at came after created_at.
+	if n := queryInt(t, p, `SELECT count(DISTINCT claimed_by) FROM outbox`); n != int64(p.opts.Relays) {
+		t.Errorf("%d relays published, want %d", n, p.opts.Relays)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_type = 'message.edited' AND message_version >= 2`); n == 0 {
+		t.Error("no edit (v2) events")
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE published_at < created_at OR attempts <> 1 OR last_error IS NOT NULL`); n != 0 {
+		t.Errorf("%d healthy rows with a bad published_at, attempts or last_error", n)
+		logRows(t, p, `SELECT event_id, attempts, last_error, claimed_by, created_at, published_at FROM outbox
+			WHERE published_at < created_at OR attempts <> 1 OR last_error IS NOT NULL`)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.message_version = m.version)`); n != 0 {
+		t.Errorf("%d messages without an outbox row at their version", n)
+	}
+	counts := topicCounts(t, p)
+	rows := queryInt(t, p, `SELECT count(*) FROM outbox`)
+	if int64(len(counts)) != rows {
+		t.Errorf("%d distinct event ids on the topic, %d outbox rows", len(counts), rows)
+		var ids []string
+		for id := range counts {
+			ids = append(ids, id)
+		}
+		logRows(t, p, `SELECT event_id, status, attempts, last_error, claimed_by, created_at, published_at FROM outbox
+			WHERE event_id <> ALL($1::text[])`, ids)
+	}
+	for id, n := range counts {
+		if n != 1 {
+			t.Errorf("event %s on the topic %d times", id, n)
+		}
+	}
+	if len(p.Faults()) != 0 {
+		t.Errorf("faults injected with FaultEvery 0: %+v", p.Faults())
+	}
+	if !strings.Contains(out.String(), "Demo pipeline running") {
+		t.Errorf("no start announcement: %q", out.String())
+	}
+
+	if err := p.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	assertGoroutinesBack(t, before)
+	assertDatabaseGone(t, o.Database)
+}
+
+func assertGoroutinesBack(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func assertDatabaseGone(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.ServerURL())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = $1`, name).Scan(&n); err != nil || n != 0 {
+		t.Errorf("database %s still exists after Close with DropOnClose (%d, %v)", name, n, err)
+	}
+}
+
+type outboxState struct {
+	Status    string
+	Attempts  int
+	Expired   bool
+	LastError string
+}
+
+func rowState(t *testing.T, p *Pipeline, eventID string) outboxState {
+	t.Helper()
+	var s outboxState
+	var le *string
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := p.pool.QueryRow(ctx, `SELECT status, attempts, coalesce(lease_until < now(), false), last_error FROM outbox WHERE event_id = $1`, eventID).
+		Scan(&s.Status, &s.Attempts, &s.Expired, &le)
+	if err != nil {
+		t.Fatalf("outbox row %s: %v", eventID, err)
+	}
+	if le != nil {
+		s.LastError = *le
+	}
+	return s
+}
+
+func inject(t *testing.T, p *Pipeline, kind FaultKind) FaultRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec, err := p.InjectFault(ctx, kind)
+	if err != nil {
+		t.Fatalf("inject %s: %v", kind, err)
+	}
+	if rec.Kind != kind || rec.At.IsZero() || len(rec.Metrics) == 0 {
+		t.Fatalf("fault record %+v", rec)
+	}
+	return rec
+}
+
+func TestFaultsLeaveTheirTrace(t *testing.T) {
+	before := runtime.NumGoroutine()
+	o := testOptions()
+	o.Rate = 5
+	p, out := start(t, o)
+	eventually(t, 30*time.Second, "events flowing", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM search_index`); n < 10 {
+			return fmt.Errorf("%d indexed", n)
+		}
+		return nil
+	})
+
+	// C3: the claimed row keeps its lease past expiry, then a relay takes
+	// it back and publishes it.
+	crash := inject(t, p, FaultRelayCrash)
+	crashID := crash.EventIDs[0]
+	if s := rowState(t, p, crashID); s.Status != StatusClaimed || s.Attempts != 1 {
+		t.Fatalf("crashed row: %+v, want CLAIMED after 1 attempt", s)
+	}
+	eventually(t, 10*time.Second, "crashed row's lease expired while CLAIMED", func() error {
+		if s := rowState(t, p, crashID); s.Status != StatusClaimed || !s.Expired {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+	eventually(t, 15*time.Second, "crashed row reclaimed and published", func() error {
+		if s := rowState(t, p, crashID); s.Status != StatusPublished || s.Attempts != 2 {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+
+	// C5: the broker holds the event, the row is PENDING with an unknown
+	// result, and the retry puts it on the topic twice.
+	ack := inject(t, p, FaultAckLost)
+	ackID := ack.EventIDs[0]
+	if s := rowState(t, p, ackID); s.Status != StatusPending || !strings.HasPrefix(s.LastError, unknownResultPrefix) {
+		t.Fatalf("row after a lost ack: %+v, want PENDING with an unknown result", s)
+	}
+	if n := topicCounts(t, p)[ackID]; n != 1 {
+		t.Fatalf("event with a lost ack on the topic %d times before the retry, want 1", n)
+	}
+	eventually(t, 15*time.Second, "lost-ack row retried and published", func() error {
+		if s := rowState(t, p, ackID); s.Status != StatusPublished || s.Attempts != 2 {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+
+	// Silent loss: PUBLISHED, never on the topic.
+	lost := inject(t, p, FaultMarkBeforeSend)
+	lostID := lost.EventIDs[0]
+	if s := rowState(t, p, lostID); s.Status != StatusPublished {
+		t.Fatalf("row marked before sending: %+v, want PUBLISHED", s)
+	}
+
+	// Consumer stall: notify's lag grows while search-index keeps up.
+	stall := inject(t, p, FaultConsumerStall)
+	if stall.Group != GroupNotify || !stall.Until.After(stall.At) {
+		t.Fatalf("stall record %+v", stall)
+	}
+	eventually(t, 5*time.Second, "notify lag grows during the stall", func() error {
+		lag, err := groupLag(p, GroupNotify)
+		if err == nil && lag < 5 {
+			err = fmt.Errorf("lag %d", lag)
+		}
+		return err
+	})
+	if !p.stalled(GroupNotify) {
+		t.Fatal("stall ended before its lag was seen; raise StallFor")
+	}
+
+	// missing_target: a published, indexed message loses its index row.
+	idx := inject(t, p, FaultIndexRowLost)
+	idxMsg := idx.MessageIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, idxMsg); n != 0 {
+		t.Fatalf("index row of message %d still there", idxMsg)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM messages m JOIN outbox o ON o.message_id = m.id AND o.message_version = m.version
+		WHERE m.id = $1 AND o.status = 'PUBLISHED'`, idxMsg); n != 1 {
+		t.Fatalf("message %d of the lost index row: %d published outbox rows at its version, want 1", idxMsg, n)
+	}
+
+	// missing_outbox: a message without any outbox row.
+	mo := inject(t, p, FaultMissingOutbox)
+	moMsg := mo.MessageIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM messages WHERE id = $1`, moMsg); n != 1 {
+		t.Fatalf("message %d without outbox not committed", moMsg)
+	}
+
+	// orphan_target: the event of a rolled-back message gets indexed.
+	rb := inject(t, p, FaultRollbackAfterPublish)
+	rbMsg, rbID := rb.MessageIDs[0], rb.EventIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM messages WHERE id = $1`, rbMsg); n != 0 {
+		t.Fatalf("rolled-back message %d exists", rbMsg)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_id = $1`, rbID); n != 0 {
+		t.Fatalf("rolled-back outbox row %s exists", rbID)
+	}
+	eventually(t, 15*time.Second, "rolled-back message indexed", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, rbMsg); n != 1 {
+			return errors.New("not indexed")
+		}
+		return nil
+	})
+
+	// Let everything else settle, then check the traces that must last.
+	p.writersPaused.Store(true)
+	eventually(t, 30*time.Second, "pipeline settled", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status <> 'PUBLISHED'`); n != 0 {
+			return fmt.Errorf("%d rows unpublished", n)
+		}
+		if p.stalled(GroupNotify) {
+			return errors.New("notify still stalled")
+		}
+		lag, err := groupLag(p, GroupNotify)
+		if err == nil && lag != 0 {
+			err = fmt.Errorf("notify lag %d", lag)
+		}
+		return err
+	})
+	counts := topicCounts(t, p)
+	if counts[ackID] != 2 {
+		t.Errorf("event with a lost ack on the topic %d times, want 2 (a duplicate)", counts[ackID])
+	}
+	if counts[lostID] != 0 {
+		t.Errorf("event marked before sending on the topic %d times, want 0", counts[lostID])
+	}
+	if counts[rbID] != 1 {
+		t.Errorf("rolled-back event on the topic %d times, want 1", counts[rbID])
+	}
+	if counts[crashID] != 1 {
+		t.Errorf("crashed relay's event on the topic %d times, want 1", counts[crashID])
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, idxMsg); n != 0 {
+		t.Errorf("lost index row of message %d came back", idxMsg)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE message_id = $1`, moMsg); n != 0 {
+		t.Errorf("message %d got an outbox row", moMsg)
+	}
+	var kinds []FaultKind
+	for _, f := range p.Faults() {
+		kinds = append(kinds, f.Kind)
+	}
+	if fmt.Sprint(kinds) != fmt.Sprint(FaultKinds) {
+		t.Errorf("Faults() kinds %v, want %v", kinds, FaultKinds)
+	}
+	for _, k := range FaultKinds {
+		if !strings.Contains(out.String(), "FAULT "+string(k)+":") {
+			t.Errorf("fault %s not announced", k)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	assertGoroutinesBack(t, before)
+}
+
+func TestFaultScriptInjectsInTurn(t *testing.T) {
+	o := testOptions()
+	o.FaultEvery = 2 * time.Second
+	p, out := start(t, o)
+	eventually(t, 20*time.Second, "three scripted faults", func() error {
+		if n := len(p.Faults()); n < 3 {
+			return fmt.Errorf("%d faults", n)
+		}
+		return nil
+	})
+	for i, f := range p.Faults()[:3] {
+		if f.Kind != FaultKinds[i] {
+			t.Errorf("fault %d is %s, want %s", i, f.Kind, FaultKinds[i])
+		}
+	}
+	if !strings.Contains(out.String(), "a fault every 2s") {
+		t.Errorf("start announcement does not mention the fault script: %q", out.String())
+	}
+}
+
+// testLogLevel is Warn, or Info with DEMO_TEST_LOG=info.
+func testLogLevel() slog.Level {
+	if os.Getenv("DEMO_TEST_LOG") == "info" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// logRows logs the rows of a query, to explain a failure.
+func logRows(t *testing.T, p *Pipeline, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		t.Logf("query %q: %v", sql, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := rows.Values()
+		t.Logf("row %v %v", v, err)
+	}
+}
