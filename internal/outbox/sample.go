@@ -102,7 +102,7 @@ type read struct {
 	published []PublishedRow
 }
 
-// Sample runs the outbox's queries in one read-only transaction and
+// Sample runs the outbox's queries (sessions of pool are read-only) and
 // returns the snapshot. It returns by ctx's deadline (pgx cancels the
 // running query). A failed sample changes none of the sampler's state.
 func (s *Sampler) Sample(ctx context.Context, pool *pgxpool.Pool) (*Snapshot, error) {
@@ -119,15 +119,13 @@ func (s *Sampler) Sample(ctx context.Context, pool *pgxpool.Pool) (*Snapshot, er
 	return s.apply(r), nil
 }
 
+// fetch sends the queries as one batch: one round trip, and one implicit
+// transaction, so that every query sees the same now(). The oldest-row
+// skip-scan follows only when the state query was capped.
 func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) {
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
 	spec := s.spec
 	if spec == nil {
-		cols, err := Introspect(ctx, tx, s.o.Table)
+		cols, err := Introspect(ctx, pool, s.o.Table)
 		if err != nil {
 			return nil, err
 		}
@@ -135,36 +133,63 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 			return nil, err
 		}
 	}
-	r := &read{}
-	if err := tx.QueryRow(ctx, NowQuery).Scan(&r.now); err != nil {
-		return nil, fmt.Errorf("read now: %w", err)
-	}
 	nl := len(s.o.Labels)
-	if r.groups, err = readGroups(ctx, tx, spec.StateQuery(), nl, true); err != nil {
-		return nil, fmt.Errorf("count unpublished rows: %w", err)
-	}
-	if total(r.groups) > int64(s.o.MaxCount) {
-		if r.oldest, err = readOldest(ctx, tx, spec.OldestQuery(), nl); err != nil {
-			return nil, fmt.Errorf("find oldest unpublished rows: %w", err)
+	r := &read{}
+	b := &pgx.Batch{}
+	b.Queue(NowQuery).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&r.now); err != nil {
+			return fmt.Errorf("read now: %w", err)
 		}
-	}
+		return nil
+	})
+	b.Queue(spec.StateQuery()).Query(func(rows pgx.Rows) (err error) {
+		if r.groups, err = scanGroups(rows, nl, true); err != nil {
+			return fmt.Errorf("count unpublished rows: %w", err)
+		}
+		return nil
+	})
 	if q := spec.DeadQuery(); q != "" {
-		if r.dead, err = readGroups(ctx, tx, q, nl, false); err != nil {
-			return nil, fmt.Errorf("count dead rows: %w", err)
-		}
+		b.Queue(q).Query(func(rows pgx.Rows) (err error) {
+			if r.dead, err = scanGroups(rows, nl, false); err != nil {
+				return fmt.Errorf("count dead rows: %w", err)
+			}
+			return nil
+		})
 	}
 	if q := spec.LeaseQuery(); q != "" {
-		if r.leases, err = readLeases(ctx, tx, q); err != nil {
-			return nil, fmt.Errorf("read expired leases: %w", err)
-		}
+		b.Queue(q).Query(func(rows pgx.Rows) (err error) {
+			if r.leases, err = scanLeases(rows); err != nil {
+				return fmt.Errorf("read expired leases: %w", err)
+			}
+			return nil
+		})
 	}
 	if q := spec.PublishedQuery(); q != "" {
-		if r.published, err = readPublished(ctx, tx, q, nl, s.wm.From(r.now)); err != nil {
-			return nil, fmt.Errorf("read published rows: %w", err)
+		// The lower bound is computed in SQL from the same now() as the
+		// other queries, on the first sample; afterwards from the
+		// watermark.
+		var from any
+		if s.wm.started {
+			from = s.wm.From(0)
 		}
+		b.Queue(q, from).Query(func(rows pgx.Rows) (err error) {
+			if r.published, err = scanPublished(rows, nl); err != nil {
+				return fmt.Errorf("read published rows: %w", err)
+			}
+			return nil
+		})
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	if total(r.groups) > int64(s.o.MaxCount) {
+		rows, err := pool.Query(ctx, spec.OldestQuery())
+		if err != nil {
+			return nil, fmt.Errorf("find oldest unpublished rows: %w", err)
+		}
+		if r.oldest, err = scanOldest(rows, nl); err != nil {
+			return nil, fmt.Errorf("find oldest unpublished rows: %w", err)
+		}
 	}
 	s.spec = spec
 	return r, nil
@@ -188,12 +213,8 @@ func strs(ps []*string) []string {
 	return out
 }
 
-// readGroups reads the state query (facts true) or the dead query.
-func readGroups(ctx context.Context, tx pgx.Tx, q string, nl int, facts bool) ([]group, error) {
-	rows, err := tx.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
+// scanGroups reads the state query (facts true) or the dead query.
+func scanGroups(rows pgx.Rows, nl int, facts bool) ([]group, error) {
 	defer rows.Close()
 	var out []group
 	for rows.Next() {
@@ -227,11 +248,7 @@ func readGroups(ctx context.Context, tx pgx.Tx, q string, nl int, facts bool) ([
 	return out, rows.Err()
 }
 
-func readOldest(ctx context.Context, tx pgx.Tx, q string, nl int) ([]oldest, error) {
-	rows, err := tx.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
+func scanOldest(rows pgx.Rows, nl int) ([]oldest, error) {
 	defer rows.Close()
 	var out []oldest
 	for rows.Next() {
@@ -256,11 +273,7 @@ func readOldest(ctx context.Context, tx pgx.Tx, q string, nl int) ([]oldest, err
 	return out, rows.Err()
 }
 
-func readLeases(ctx context.Context, tx pgx.Tx, q string) ([]LeaseKey, error) {
-	rows, err := tx.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
+func scanLeases(rows pgx.Rows) ([]LeaseKey, error) {
 	defer rows.Close()
 	var out []LeaseKey
 	for rows.Next() {
@@ -273,11 +286,7 @@ func readLeases(ctx context.Context, tx pgx.Tx, q string) ([]LeaseKey, error) {
 	return out, rows.Err()
 }
 
-func readPublished(ctx context.Context, tx pgx.Tx, q string, nl int, from int64) ([]PublishedRow, error) {
-	rows, err := tx.Query(ctx, q, from)
-	if err != nil {
-		return nil, err
-	}
+func scanPublished(rows pgx.Rows, nl int) ([]PublishedRow, error) {
 	defer rows.Close()
 	var out []PublishedRow
 	for rows.Next() {
