@@ -31,7 +31,7 @@ func newDashboard(cfg *config.Config, uid, title, description string) *dashboard
 		Readonly().
 		Refresh("1m").
 		Time("now-6h", "now").
-		Timezone("utc").
+		Timezone("browser").
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
 		Link(dashboard.NewDashboardLinkBuilder("Outbox dashboards").
 			Type(dashboard.DashboardLinkTypeDashboards).

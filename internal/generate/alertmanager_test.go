@@ -1,0 +1,156 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAlertmanagerRoutes(t *testing.T) {
+	amtool := requireTool(t, "amtool")
+	for _, c := range []struct {
+		labels []string
+		want   string
+	}{
+		{[]string{"alertname=OutboxNotificationDeadlineMissed", "severity=critical", "outbox=messages"}, "pager"},
+		{[]string{"alertname=OutboxExporterAbsent", "severity=critical", "job=outbox_exporter"}, "pager"},
+		{[]string{"alertname=OutboxDeadEvents", "severity=warning", "outbox=messages"}, "ticket"},
+		{[]string{"alertname=Unrelated"}, "ticket"},
+	} {
+		args := append([]string{"config", "routes", "test", "--config.file=" + filepath.Join(deployDir, "alertmanager.yml")}, c.labels...)
+		cmd := exec.Command(amtool, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("amtool %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+		}
+		if got := strings.TrimSpace(string(out)); got != c.want {
+			t.Errorf("%v routes to %q, want %q", c.labels, got, c.want)
+		}
+	}
+}
+
+// TestAlertmanagerInhibition runs Alertmanager with deploy/alertmanager.yml
+// and checks that a critical alert on an outbox inhibits the warnings on
+// the same outbox, and only those.
+func TestAlertmanagerInhibition(t *testing.T) {
+	am := requireTool(t, "prometheus-alertmanager")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, am,
+		"--config.file="+filepath.Join(deployDir, "alertmanager.yml"),
+		"--storage.path="+t.TempDir(),
+		"--web.listen-address="+addr,
+		"--cluster.listen-address=",
+	)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("alertmanager log:\n%s", logs.String())
+		}
+	}()
+	base := "http://" + addr + "/api/v2"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := client.Get(base + "/status")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alertmanager did not start on %s", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	alert := func(name, severity, outbox string) map[string]any {
+		labels := map[string]string{"alertname": name, "severity": severity, "job": "outbox_exporter"}
+		if outbox != "" {
+			labels["outbox"] = outbox
+		}
+		return map[string]any{"labels": labels, "startsAt": time.Now().Add(-time.Minute).Format(time.RFC3339)}
+	}
+	body, _ := json.Marshal([]map[string]any{
+		alert("OutboxNotificationDeadlineMissed", "critical", "messages"),
+		alert("OutboxDeadEvents", "warning", "messages"),
+		alert("OutboxDeadEvents", "warning", "other"),
+		alert("OutboxExporterAbsent", "critical", ""),
+		alert("OutboxCollectorFailing", "warning", ""),
+	})
+	resp, err := client.Post(base+"/alerts", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("post alerts: %s", resp.Status)
+	}
+
+	want := map[string]bool{ // alertname/outbox -> inhibited
+		"OutboxNotificationDeadlineMissed/messages": false,
+		"OutboxDeadEvents/messages":                 true,
+		"OutboxDeadEvents/other":                    false,
+		"OutboxExporterAbsent/":                     false,
+		"OutboxCollectorFailing/":                   false,
+	}
+	var got map[string]bool
+	for time.Now().Before(deadline.Add(10 * time.Second)) {
+		got, err = inhibited(client, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("inhibited alerts: got %v, want %v", got, want)
+}
+
+// inhibited lists the alerts Alertmanager holds and whether each is
+// inhibited.
+func inhibited(client *http.Client, base string) (map[string]bool, error) {
+	resp, err := client.Get(base + "/alerts")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var alerts []struct {
+		Labels map[string]string `json:"labels"`
+		Status struct {
+			InhibitedBy []string `json:"inhibitedBy"`
+		} `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&alerts); err != nil {
+		return nil, fmt.Errorf("decode alerts: %w", err)
+	}
+	out := map[string]bool{}
+	for _, a := range alerts {
+		out[a.Labels["alertname"]+"/"+a.Labels["outbox"]] = len(a.Status.InhibitedBy) > 0
+	}
+	return out, nil
+}
