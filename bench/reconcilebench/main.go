@@ -1,0 +1,109 @@
+// Command reconcilebench measures reconcile full sweeps and windowed runs
+// on 10M authority rows against a 10M-row target in another database, with
+// 100 injected gaps, against naive baselines in the same run, and prints a
+// table. It seeds reconcile_bench_a and reconcile_bench_b once and reuses
+// them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+)
+
+var start = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+}
+
+func dbURL(server, name string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		panic(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func main() {
+	server := flag.String("server", pgtest.ServerURL(), "PostgreSQL server URL (superuser)")
+	rows := flag.Int("rows", 10_000_000, "authority rows")
+	seedOnly := flag.Bool("seed-only", false, "seed the databases and exit")
+	reseed := flag.Bool("reseed", false, "seed again even if already seeded")
+	childMode := flag.String("child", "", "internal: run one mode and print its outcome")
+	aURL := flag.String("a", "", "internal: authority database URL")
+	bURL := flag.String("b", "", "internal: target database URL")
+	window := flag.Duration("window", 0, "internal: window of a windowed run")
+	cpuprofile := flag.String("cpuprofile", "", "internal: write a CPU profile of a child run")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	if *childMode != "" {
+		if err := child(context.Background(), *childMode, *aURL, *bURL, *rows, *window); err != nil {
+			fmt.Fprintln(os.Stderr, "reconcilebench:", *childMode+":", err)
+			pprof.StopCPUProfile()
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*server, *rows, *seedOnly, *reseed); err != nil {
+		fmt.Fprintln(os.Stderr, "reconcilebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(server string, rows int, seedOnly, reseed bool) error {
+	ctx := context.Background()
+	aURL, bURL, err := prepare(ctx, server, rows, reseed)
+	if err != nil {
+		return err
+	}
+	if seedOnly {
+		return nil
+	}
+	return measure(ctx, aURL, bURL, rows)
+}
+
+func prepare(ctx context.Context, server string, rows int, reseed bool) (string, string, error) {
+	srv, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return "", "", fmt.Errorf("connect %s: %w", server, err)
+	}
+	defer srv.Close(ctx)
+	urls := []string{dbURL(server, "reconcile_bench_a"), dbURL(server, "reconcile_bench_b")}
+	seeders := []func(context.Context, *pgx.Conn, int) error{seedAuthority, seedTarget}
+	for i, name := range []string{"reconcile_bench_a", "reconcile_bench_b"} {
+		if err := ensureDatabase(ctx, srv, name); err != nil {
+			return "", "", err
+		}
+		conn, err := pgx.Connect(ctx, urls[i])
+		if err != nil {
+			return "", "", fmt.Errorf("connect %s: %w", name, err)
+		}
+		if reseed || !seeded(ctx, conn, rows) {
+			logf("seeding %s with %d rows", name, rows)
+			if err := seeders[i](ctx, conn, rows); err != nil {
+				conn.Close(ctx)
+				return "", "", fmt.Errorf("seed %s: %w", name, err)
+			}
+		} else {
+			logf("%s already seeded with %d rows", name, rows)
+		}
+		conn.Close(ctx)
+	}
+	return urls[0], urls[1], nil
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/reconcile"
+)
+
+// outcome is what one mode measured, in its own process so that its peak
+// resident set is its own.
+type outcome struct {
+	Mode        string           `json:"mode"`
+	Seconds     float64          `json:"seconds"`
+	PeakRSSMB   float64          `json:"peak_rss_mb"`
+	CPUSeconds  float64          `json:"cpu_seconds"`
+	RowsChecked int64            `json:"rows_checked"`
+	Chunks      int              `json:"chunks"`
+	Gaps        map[string]int64 `json:"gaps"`
+	Found       int              `json:"found"`    // injected gaps found
+	Extra       int              `json:"extra"`    // findings that are not injected gaps
+	Expected    int              `json:"expected"` // injected gaps in scope
+	Note        string           `json:"note,omitempty"`
+}
+
+func configFor(aURL, bURL string, window time.Duration) (*config.Config, error) {
+	y := fmt.Sprintf(`
+databases:
+  a: {dsn: %q, max_connections: 2, statement_timeout: 60s}
+  b: {dsn: %q, max_connections: 2, statement_timeout: 60s}
+outboxes:
+  messages:
+    database: a
+    table: public.outbox
+    id: event_id
+    created_at: created_at
+    status: status
+    pending: [PENDING]
+    published: [PUBLISHED]
+    deadline: 5m
+reconcile:
+  bench:
+    schedule: "@every 1h"
+    window: %s
+    grace: 2m
+    authority: {database: a, table: public.messages, key: id, version: version, created_at: created_at}
+    outbox: {name: messages, key: message_id, version: message_version}
+    target: {database: b, table: public.search_index, key: message_id, version: version}
+`, aURL, bURL, window)
+	return config.Parse([]byte(y), nil)
+}
+
+func peakRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// expectedGaps is every injected gap: id -> kind.
+func expectedGaps() map[string]string {
+	m := map[string]string{}
+	for c, kind := range gapCategories {
+		for j := 0; j < perKind; j++ {
+			m[fmt.Sprint(gapID(c, j))] = kind
+		}
+	}
+	return m
+}
+
+// windowFor returns a window covering the newest 1% of the rows, measured
+// on the authority's clock so that a seed made earlier still works.
+func windowFor(ctx context.Context, aURL string, rows int) (time.Duration, error) {
+	pool, err := pgxpool.New(ctx, aURL)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	var secs float64
+	err = pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - created_at) FROM messages WHERE id = $1`, int64(rows-rows/100)).Scan(&secs)
+	return time.Duration(secs * float64(time.Second)), err
+}
+
+// child runs one mode and prints its outcome as JSON.
+func child(ctx context.Context, mode, aURL, bURL string, rows int, window time.Duration) error {
+	cfg, err := configFor(aURL, bURL, window)
+	if err != nil {
+		return err
+	}
+	pools := map[string]*pgxpool.Pool{}
+	for name, db := range cfg.Databases {
+		p, err := pg.Open(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		pools[name] = p
+	}
+	out := outcome{Mode: mode}
+	exp := expectedGaps()
+	var findings []reconcile.Finding
+	var scope func(id int64) bool
+	t := time.Now()
+	cpu0 := cpuSeconds()
+	switch mode {
+	case "sweep", "window":
+		s, err := reconcile.New(cfg, pools, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return err
+		}
+		res, err := s.Run(ctx, "bench", mode == "sweep")
+		if err != nil {
+			return err
+		}
+		out.RowsChecked, out.Chunks, findings = res.RowsChecked, res.Chunks, res.Findings
+		out.Gaps = map[string]int64{}
+		for k, v := range res.Gaps {
+			out.Gaps[string(k)] = v
+		}
+		if mode == "window" {
+			lowest := int64(rows - rows/100)
+			scope = func(id int64) bool { return id >= lowest }
+		}
+	case "maps":
+		findings, out.RowsChecked, err = naiveMaps(ctx, pools["a"], pools["b"])
+		if err != nil {
+			return err
+		}
+		out.Note = "both sides loaded into Go maps, no re-check"
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	out.Seconds = time.Since(t).Seconds()
+	out.PeakRSSMB = peakRSSMB()
+	out.CPUSeconds = cpuSeconds() - cpu0
+	for id := range exp {
+		n, _ := strconv.ParseInt(id, 10, 64)
+		if scope == nil || scope(n) {
+			out.Expected++
+		}
+	}
+	for _, f := range findings {
+		if kind, ok := exp[f.Key]; ok && kind == string(f.Kind) {
+			out.Found++
+		} else {
+			out.Extra++
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+func measure(ctx context.Context, aURL, bURL string, rows int) error {
+	window, err := windowFor(ctx, aURL, rows)
+	if err != nil {
+		return fmt.Errorf("find the newest 1%%: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var outs []outcome
+	for _, mode := range modes {
+		cmd := exec.CommandContext(ctx, self, "-child", mode, "-a", aURL, "-b", bURL, "-rows", fmt.Sprint(rows), "-window", window.String())
+		cmd.Stderr = os.Stderr
+		b, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("mode %s: %w", mode, err)
+		}
+		var o outcome
+		if err := json.Unmarshal(b, &o); err != nil {
+			return fmt.Errorf("mode %s: %w", mode, err)
+		}
+		logf("%s: %.2fs %.0f MB", mode, o.Seconds, o.PeakRSSMB)
+		outs = append(outs, o)
+	}
+	printTable(outs, rows)
+	return nil
+}
+
+var modes = []string{"sweep", "window", "maps", "sweep"}
+
+func printTable(outs []outcome, rows int) {
+	base := outs[0]
+	fmt.Printf("reconcile, %d authority rows (+ outbox) in reconcile_bench_a vs %d-row target in reconcile_bench_b, 100 injected gaps\n\n", rows, rows-pendingRows)
+	fmt.Printf("| mode | seconds | vs sweep | peak RSS MB | vs sweep | rows checked | chunks | injected found / in scope | other findings |\n")
+	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, o := range outs {
+		fmt.Printf("| %s | %.2f | %.2fx | %.0f | %.2fx | %d | %d | %d / %d | %d |\n",
+			o.Mode, o.Seconds, o.Seconds/base.Seconds, o.PeakRSSMB, o.PeakRSSMB/base.PeakRSSMB, o.RowsChecked, o.Chunks, o.Found, o.Expected, o.Extra)
+	}
+}
+
+// cpuSeconds is the user+system CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The benchmark's data set: authority ids 1..rows in reconcile_bench_a
+// (messages and a status-style outbox), a search index in
+// reconcile_bench_b. The newest pendingRows ids are unpublished and absent
+// from the index: not gaps. gapIDs picks the ids of each injected kind.
+const (
+	pendingRows = 1000
+	perKind     = 20
+)
+
+// gap categories injected by seed; both orphan categories report
+// orphan_target.
+var gapCategories = []string{"missing_outbox", "missing_target", "stale_target", "orphan_target", "orphan_target"}
+
+// gapID is the id of the j-th gap of category c: spread over the key
+// space, distinct, and older than the pending tail.
+func gapID(c, j int) int64 { return int64(1000 + (c*perKind+j)*99991) }
+
+func gapIDs(c int) string {
+	s := ""
+	for j := 0; j < perKind; j++ {
+		if j > 0 {
+			s += ","
+		}
+		s += fmt.Sprint(gapID(c, j))
+	}
+	return s
+}
+
+// seeded reports whether db already holds a finished seed of rows rows.
+func seeded(ctx context.Context, conn *pgx.Conn, rows int) bool {
+	var n int
+	err := conn.QueryRow(ctx, `SELECT rows FROM bench_meta`).Scan(&n)
+	return err == nil && n == rows
+}
+
+func ensureDatabase(ctx context.Context, server *pgx.Conn, name string) error {
+	var exists bool
+	if err := server.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look for database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := server.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
+	for _, s := range stmts {
+		t := time.Now()
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("seed: %s: %w", s, err)
+		}
+		logf("  %-70.70s %6.1fs", s, time.Since(t).Seconds())
+	}
+	return nil
+}
+
+// seedAuthority fills reconcile_bench_a: messages(id, version, created_at,
+// body) one row a 0.864 s apart ending now, and an outbox with one row per
+// message at its current version, published except the newest pendingRows.
+func seedAuthority(ctx context.Context, conn *pgx.Conn, rows int) error {
+	n := fmt.Sprint(rows)
+	return execAll(ctx, conn, []string{
+		`DROP TABLE IF EXISTS bench_meta, messages, outbox`,
+		`CREATE UNLOGGED TABLE messages (id bigint NOT NULL, version bigint NOT NULL, created_at timestamptz NOT NULL, body text NOT NULL)`,
+		`INSERT INTO messages SELECT g, CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END, now() - (` + n + ` - g) * interval '864 ms', repeat('m', 40) FROM generate_series(1, ` + n + `) g`,
+		`CREATE UNLOGGED TABLE outbox (event_id bigint NOT NULL, message_id bigint NOT NULL, message_version bigint NOT NULL, created_at timestamptz NOT NULL, status text NOT NULL, published_at timestamptz, payload text)`,
+		`INSERT INTO outbox SELECT id, id, version, created_at, CASE WHEN id > ` + n + ` - ` + fmt.Sprint(pendingRows) + ` THEN 'PENDING' ELSE 'PUBLISHED' END, CASE WHEN id > ` + n + ` - ` + fmt.Sprint(pendingRows) + ` THEN NULL ELSE created_at END, repeat('p', 40) FROM messages`,
+		// missing_outbox: the outbox row is gone.
+		`DELETE FROM outbox WHERE message_id IN (` + gapIDs(0) + `)`,
+		// stale_target: the authority and its published outbox row moved to
+		// the next version; the index keeps the old one (see seedTarget).
+		`UPDATE messages SET version = version + 1 WHERE id IN (` + gapIDs(2) + `)`,
+		`UPDATE outbox SET message_version = message_version + 1 WHERE message_id IN (` + gapIDs(2) + `)`,
+		// orphan_target (absent key): the message was deleted, its index
+		// entry was not.
+		`DELETE FROM messages WHERE id IN (` + gapIDs(3) + `)`,
+		`DELETE FROM outbox WHERE message_id IN (` + gapIDs(3) + `)`,
+		`ALTER TABLE messages ADD PRIMARY KEY (id)`,
+		`CREATE INDEX ON messages (created_at)`,
+		`ALTER TABLE outbox ADD PRIMARY KEY (event_id)`,
+		`CREATE INDEX ON outbox (message_id, message_version)`,
+		`VACUUM ANALYZE messages`,
+		`VACUUM ANALYZE outbox`,
+		`CREATE TABLE bench_meta AS SELECT ` + n + ` AS rows`,
+	})
+}
+
+// seedTarget fills reconcile_bench_b: search_index(message_id, version)
+// for every published message, with the injected target gaps.
+func seedTarget(ctx context.Context, conn *pgx.Conn, rows int) error {
+	n := fmt.Sprint(rows)
+	return execAll(ctx, conn, []string{
+		`DROP TABLE IF EXISTS bench_meta, search_index`,
+		`CREATE UNLOGGED TABLE search_index (message_id bigint NOT NULL, version bigint NOT NULL, indexed_at timestamptz NOT NULL DEFAULT now())`,
+		`INSERT INTO search_index (message_id, version) SELECT g, CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END FROM generate_series(1, ` + n + ` - ` + fmt.Sprint(pendingRows) + `) g`,
+		// missing_target: a published message never reached the index.
+		`DELETE FROM search_index WHERE message_id IN (` + gapIDs(1) + `)`,
+		// orphan_target (version ahead): the index holds a version the
+		// authority never had.
+		`UPDATE search_index SET version = version + 5 WHERE message_id IN (` + gapIDs(4) + `)`,
+		`ALTER TABLE search_index ADD PRIMARY KEY (message_id)`,
+		`VACUUM ANALYZE search_index`,
+		`CREATE TABLE bench_meta AS SELECT ` + n + ` AS rows`,
+	})
+}

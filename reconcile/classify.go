@@ -1,0 +1,130 @@
+package reconcile
+
+// Kind is a kind of reconcile gap.
+type Kind string
+
+// The four kinds of gap, in the order they are reported.
+const (
+	// MissingOutbox: a judged authority row whose current version has no
+	// outbox row: the local transaction path lost the event.
+	MissingOutbox Kind = "missing_outbox"
+	// MissingTarget: no target row for a judged key whose event was
+	// published (or, without an outbox, for any judged key).
+	MissingTarget Kind = "missing_target"
+	// StaleTarget: the target holds an older version than the authority,
+	// although the current version's event was published.
+	StaleTarget Kind = "stale_target"
+	// OrphanTarget: a target row whose key the authority does not have, or
+	// whose version is ahead of the authority's.
+	OrphanTarget Kind = "orphan_target"
+)
+
+// Kinds lists every kind, in report order.
+var Kinds = []Kind{MissingOutbox, MissingTarget, StaleTarget, OrphanTarget}
+
+// OutboxState is what the outbox says about the event of an authority
+// row's current version.
+type OutboxState uint8
+
+const (
+	// OutboxNone: the job has no outbox configured.
+	OutboxNone OutboxState = iota
+	// OutboxAbsent: no outbox row for the key and version. For a
+	// delete-on-publish outbox this is the normal state of a published
+	// event; for the other styles it is a missing_outbox gap.
+	OutboxAbsent
+	// OutboxUnpublished: the row is pending, claimed or otherwise not yet
+	// published.
+	OutboxUnpublished
+	// OutboxPublished: the row is marked published.
+	OutboxPublished
+	// OutboxDead: the row was abandoned (dead); it will never reach the
+	// target, which the outbox collector reports, so it is no target gap.
+	OutboxDead
+)
+
+func (s OutboxState) String() string {
+	switch s {
+	case OutboxAbsent:
+		return "absent"
+	case OutboxUnpublished:
+		return "unpublished"
+	case OutboxPublished:
+		return "published"
+	case OutboxDead:
+		return "dead"
+	}
+	return ""
+}
+
+// Observation is what one read of all sides saw for one key.
+type Observation struct {
+	// InAuthority is false when the authority has no row for the key.
+	InAuthority bool
+	// Version is the authority's current version.
+	Version int64
+	// Judged is true when the authority row is old enough (created before
+	// now - grace) and, for a windowed run, created within the window.
+	Judged bool
+
+	// Outbox is the state of the outbox row for (key, Version).
+	Outbox OutboxState
+	// OutboxJudged is true when that outbox row was created before
+	// now - grace: the event of a version written within grace is not
+	// judged against the target yet. Ignored when the row is absent.
+	OutboxJudged bool
+	// DeleteOnPublish is true when the outbox deletes rows on publish: an
+	// absent row then means published, and missing_outbox cannot be told
+	// apart from it, so it is never reported.
+	DeleteOnPublish bool
+
+	// HasTarget is true when the job has a target configured.
+	HasTarget bool
+	// InTarget is false when the target has no row for the key.
+	InTarget bool
+	// TargetVersion is the target's version.
+	TargetVersion int64
+}
+
+// Classify returns the gaps one key shows, in Kinds order: none, one, or
+// missing_outbox together with orphan_target (an outbox row lost for a
+// version the target is already ahead of).
+func Classify(o Observation) []Kind {
+	var kinds []Kind
+	if !o.InAuthority {
+		if o.HasTarget && o.InTarget {
+			kinds = append(kinds, OrphanTarget)
+		}
+		return kinds
+	}
+	if !o.Judged {
+		return nil
+	}
+	// published says whether the current version's event should have
+	// reached the target by now.
+	published := true
+	switch {
+	case o.Outbox == OutboxNone:
+	case o.DeleteOnPublish:
+		// Present means not yet published; absent means published.
+		published = o.Outbox == OutboxAbsent
+	case o.Outbox == OutboxAbsent:
+		kinds = append(kinds, MissingOutbox)
+		published = false
+	default:
+		published = o.Outbox == OutboxPublished && o.OutboxJudged
+	}
+	if !o.HasTarget {
+		return kinds
+	}
+	switch {
+	case o.InTarget && o.TargetVersion > o.Version:
+		kinds = append(kinds, OrphanTarget)
+	case !published:
+	case !o.InTarget:
+		kinds = append(kinds, MissingTarget)
+	case o.TargetVersion < o.Version:
+		kinds = append(kinds, StaleTarget)
+	}
+	return kinds
+}

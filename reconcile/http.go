@@ -1,0 +1,44 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Handler serves /api/v1/reconcile?job=N: the last run of job N as JSON
+// (the Result: job, times, counts, and findings with key, kind, authority
+// version, target version and outbox state). job may be left out when one
+// job is configured. It answers 400 for a missing or unknown job and 404
+// before the job's first run has ended.
+func (s *Scheduler) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		job := req.URL.Query().Get("job")
+		if job == "" && len(s.names) == 1 {
+			job = s.names[0]
+		}
+		if _, ok := s.jobs[job]; !ok {
+			msg := fmt.Sprintf("unknown reconcile job %q; configured jobs: %s", job, strings.Join(s.names, ", "))
+			if job == "" {
+				msg = "missing ?job=NAME; configured jobs: " + strings.Join(s.names, ", ")
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
+			return
+		}
+		last := s.Last(job)
+		if last == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("reconcile job %q has not finished a run yet", job)})
+			return
+		}
+		writeJSON(w, http.StatusOK, last)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

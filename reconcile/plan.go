@@ -1,0 +1,227 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// plan is one job's queries and pools, built once from the configuration.
+// Every identifier is quoted with pg.Table/pg.Ident; only key, version,
+// created_at and outbox state columns are ever selected, never a body.
+type plan struct {
+	name string
+	job  *config.ReconcileJob
+
+	authority *pgxpool.Pool
+	target    *pgxpool.Pool // nil without a target
+
+	aTable, aKey, aVersion, aCreated string
+
+	hasOutbox       bool
+	deleteOnPublish bool
+	// outboxRel is the outbox as a subquery yielding k, v, st, created.
+	outboxRel string
+
+	tTable, tKey, tVersion string
+}
+
+func newPlan(name string, job *config.ReconcileJob, cfg *config.Config, pools map[string]*pgxpool.Pool) (*plan, error) {
+	p := &plan{
+		name:     name,
+		job:      job,
+		aTable:   pg.Table(job.Authority.Table),
+		aKey:     pg.Ident(job.Authority.Key),
+		aVersion: pg.Ident(job.Authority.Version),
+		aCreated: pg.Ident(job.Authority.CreatedAt),
+	}
+	var ok bool
+	if p.authority, ok = pools[job.Authority.Database]; !ok || p.authority == nil {
+		return nil, fmt.Errorf("reconcile job %s: no pool for authority database %q", name, job.Authority.Database)
+	}
+	if job.Outbox != nil {
+		ob, ok := cfg.Outboxes[job.Outbox.Name]
+		if !ok {
+			return nil, fmt.Errorf("reconcile job %s: outbox %q is not configured", name, job.Outbox.Name)
+		}
+		// A transactional outbox lives in the authority's database: that is
+		// what makes the pair commit together, and what lets one merge-plan
+		// query compare them.
+		if ob.Database != job.Authority.Database {
+			return nil, fmt.Errorf("reconcile job %s: outbox %q is in database %q, the authority in %q: a transactional outbox must share the authority's database", name, job.Outbox.Name, ob.Database, job.Authority.Database)
+		}
+		p.hasOutbox = true
+		p.deleteOnPublish = ob.Style() == config.StyleDeleteOnPublish
+		where := ""
+		if strings.TrimSpace(ob.Filter) != "" {
+			where = " WHERE (" + ob.Filter + ")"
+		}
+		p.outboxRel = fmt.Sprintf("(SELECT %s AS k, %s AS v, %s AS st, %s AS created FROM %s%s)",
+			pg.Ident(job.Outbox.Key), pg.Ident(job.Outbox.Version), stateExpr(ob), pg.Ident(ob.CreatedAt), pg.Table(ob.Table), where)
+	}
+	if job.Target != nil {
+		if p.target, ok = pools[job.Target.Database]; !ok || p.target == nil {
+			return nil, fmt.Errorf("reconcile job %s: no pool for target database %q", name, job.Target.Database)
+		}
+		p.tTable = pg.Table(job.Target.Table)
+		p.tKey = pg.Ident(job.Target.Key)
+		p.tVersion = pg.Ident(job.Target.Version)
+	}
+	return p, nil
+}
+
+// stateExpr is an SQL expression giving an outbox row's OutboxState as an
+// integer, read the way the outbox section of the configuration says.
+func stateExpr(ob *config.Outbox) string {
+	unpub := fmt.Sprint(int(OutboxUnpublished))
+	pub := fmt.Sprint(int(OutboxPublished))
+	dead := fmt.Sprint(int(OutboxDead))
+	switch ob.Style() {
+	case config.StyleStatus:
+		s := pg.Ident(ob.Status) + "::text"
+		published := inList(s, ob.Published)
+		if ob.PublishedAt != "" {
+			published = "(" + published + " OR " + pg.Ident(ob.PublishedAt) + " IS NOT NULL)"
+		}
+		e := "CASE WHEN " + published + " THEN " + pub
+		if len(ob.Dead) > 0 {
+			e += " WHEN " + inList(s, ob.Dead) + " THEN " + dead
+		}
+		return e + " ELSE " + unpub + " END"
+	case config.StyleTimestamps:
+		e := "CASE"
+		if ob.PublishedAt != "" {
+			e += " WHEN " + pg.Ident(ob.PublishedAt) + " IS NOT NULL THEN " + pub
+		}
+		if ob.DeadAt != "" {
+			e += " WHEN " + pg.Ident(ob.DeadAt) + " IS NOT NULL THEN " + dead
+		}
+		return e + " ELSE " + unpub + " END"
+	}
+	return unpub
+}
+
+func inList(expr string, values []string) string {
+	if len(values) == 0 {
+		return "false"
+	}
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = pg.Literal(v)
+	}
+	return expr + " IN (" + strings.Join(q, ", ") + ")"
+}
+
+// bound is one end of a key range.
+type bound struct {
+	set       bool
+	inclusive bool
+	k         key
+}
+
+// args numbers query arguments.
+type args struct{ vals []any }
+
+func (a *args) add(v any) string {
+	a.vals = append(a.vals, v)
+	return fmt.Sprintf("$%d", len(a.vals))
+}
+
+// rangeCond is the SQL condition col in (lo, hi].
+func rangeCond(col string, lo, hi bound, kt keyType, a *args) string {
+	var c []string
+	if lo.set {
+		op := " > "
+		if lo.inclusive {
+			op = " >= "
+		}
+		c = append(c, col+op+a.add(lo.k.arg(kt)))
+	}
+	if hi.set {
+		c = append(c, col+" <= "+a.add(hi.k.arg(kt)))
+	}
+	if len(c) == 0 {
+		return "true"
+	}
+	return strings.Join(c, " AND ")
+}
+
+// judgedExpr is true for authority rows old enough to judge and, for a
+// windowed run, created within the window.
+func (p *plan) judgedExpr(w *window, a *args) string {
+	e := "a." + p.aCreated + " < " + a.add(w.cut)
+	if !w.full {
+		e += " AND a." + p.aCreated + " >= " + a.add(w.from)
+	}
+	return "(" + e + ")"
+}
+
+// authoritySelect is the select list and joins shared by the chunk query
+// and the point look-up: key, version, judged, and with an outbox the
+// state of the row for the current version and whether it is judged.
+func (p *plan) authoritySelect(w *window, a *args, outboxCond string) string {
+	q := "SELECT a." + p.aKey + ", a." + p.aVersion + ", " + p.judgedExpr(w, a)
+	if !p.hasOutbox {
+		return q + " FROM " + p.aTable + " a"
+	}
+	q += ", o.st, (o.created < " + a.add(w.cut) + ")"
+	q += " FROM " + p.aTable + " a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion
+	if outboxCond != "" {
+		q += " AND " + outboxCond
+	}
+	return q
+}
+
+// chunkQuery reads the authority (and outbox) rows of one key range in
+// key order. Both sides carry the range so that the merge join reads two
+// bounded index ranges.
+func (p *plan) chunkQuery(w *window, lo, hi bound, kt keyType) (string, []any) {
+	a := &args{}
+	oc := ""
+	if p.hasOutbox {
+		oc = rangeCond("o.k", lo, hi, kt, a)
+	}
+	q := p.authoritySelect(w, a, oc)
+	q += " WHERE " + rangeCond("a."+p.aKey, lo, hi, kt, a) + " ORDER BY a." + p.aKey
+	return q, a.vals
+}
+
+// boundaryQuery finds the n-th authority key after lo (not beyond limit):
+// the upper end of the next chunk.
+func (p *plan) boundaryQuery(lo, limit bound, n int, kt keyType) (string, []any) {
+	a := &args{}
+	q := "SELECT " + p.aKey + " FROM " + p.aTable + " WHERE " + rangeCond(p.aKey, lo, limit, kt, a) +
+		" ORDER BY " + p.aKey + " OFFSET " + a.add(n-1) + " LIMIT 1"
+	return q, a.vals
+}
+
+// windowKeysQuery finds the key range of the authority rows a windowed
+// run judges (by ORDER BY, as uuid has no min/max aggregate).
+func (p *plan) windowKeysQuery(w *window) (string, []any) {
+	return "WITH w AS MATERIALIZED (SELECT " + p.aKey + " AS k FROM " + p.aTable +
+		" WHERE " + p.aCreated + " >= $1 AND " + p.aCreated + " < $2)" +
+		" SELECT (SELECT k FROM w ORDER BY k LIMIT 1), (SELECT k FROM w ORDER BY k DESC LIMIT 1)", []any{w.from, w.cut}
+}
+
+func (p *plan) targetChunkQuery(lo, hi bound, kt keyType) (string, []any) {
+	a := &args{}
+	q := "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + rangeCond(p.tKey, lo, hi, kt, a) +
+		" ORDER BY " + p.tKey
+	return q, a.vals
+}
+
+// authorityLookup re-reads the authority (and outbox) rows of some keys.
+func (p *plan) authorityLookup(w *window, keys any) (string, []any) {
+	a := &args{}
+	q := p.authoritySelect(w, a, "")
+	q += " WHERE a." + p.aKey + " = ANY(" + a.add(keys) + ")"
+	return q, a.vals
+}
+
+func (p *plan) targetLookup(keys any) (string, []any) {
+	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1)", []any{keys}
+}

@@ -1,0 +1,145 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// Finding is one confirmed gap at one key.
+type Finding struct {
+	Key  string `json:"key"`
+	Kind Kind   `json:"kind"`
+	// AuthorityVersion is nil when the authority has no row for the key.
+	AuthorityVersion *int64 `json:"authority_version"`
+	// TargetVersion is nil when the target has no row for the key.
+	TargetVersion *int64 `json:"target_version"`
+	// OutboxState is the state of the outbox row for the authority's
+	// version: absent, unpublished, published or dead; empty without an
+	// outbox or an authority row.
+	OutboxState string `json:"outbox_state,omitempty"`
+}
+
+// Result is one run of one job.
+type Result struct {
+	Job      string    `json:"job"`
+	Full     bool      `json:"full"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Duration is Finished - Started in seconds.
+	Duration float64 `json:"duration_seconds"`
+	// RowsChecked counts the authority rows judged: old enough and, for a
+	// windowed run, within the window.
+	RowsChecked int64 `json:"rows_checked"`
+	// Chunks counts the key ranges read.
+	Chunks int `json:"chunks"`
+	// Gaps is the true count of confirmed gaps of each kind; every kind is
+	// present.
+	Gaps map[Kind]int64 `json:"gaps"`
+	// Findings lists confirmed gaps, at most max_findings of each kind.
+	Findings []Finding `json:"findings"`
+	// Truncated is true when some kind had more gaps than max_findings.
+	Truncated bool `json:"truncated"`
+	// Error says why the run failed; empty when it completed.
+	Error string `json:"error,omitempty"`
+
+	kept map[Kind]int
+}
+
+func newResult(job string, full bool) *Result {
+	r := &Result{Job: job, Full: full, Started: time.Now(), Gaps: map[Kind]int64{}, Findings: []Finding{}, kept: map[Kind]int{}}
+	for _, k := range Kinds {
+		r.Gaps[k] = 0
+	}
+	return r
+}
+
+// Failed reports whether the run ended with an error.
+func (r *Result) Failed() bool { return r.Error != "" }
+
+// TotalGaps is the number of confirmed gaps of every kind.
+func (r *Result) TotalGaps() int64 {
+	var n int64
+	for _, v := range r.Gaps {
+		n += v
+	}
+	return n
+}
+
+// Exit codes of `outbox_exporter reconcile`.
+const (
+	ExitClean = 0
+	ExitGaps  = 1
+	ExitError = 2
+)
+
+// ExitCode is the exit status for the results of one or more runs: 2 if
+// any failed (or err is set), else 1 if any found a gap, else 0.
+func ExitCode(err error, results ...*Result) int {
+	code := ExitClean
+	if err != nil {
+		return ExitError
+	}
+	for _, r := range results {
+		switch {
+		case r == nil || r.Failed():
+			return ExitError
+		case r.TotalGaps() > 0:
+			code = ExitGaps
+		}
+	}
+	return code
+}
+
+// Print writes a run's result as "text" (a summary and a table of
+// findings) or "json" (the Result, as /api/v1/reconcile serves it).
+func Print(w io.Writer, r *Result, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "text", "":
+	default:
+		return fmt.Errorf("unknown format %q: use text or json", format)
+	}
+	scope := "windowed run"
+	if r.Full {
+		scope = "full sweep"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "reconcile %s: %s started %s, %d rows checked in %.2fs (%d chunks)\n",
+		r.Job, scope, r.Started.UTC().Format(time.RFC3339), r.RowsChecked, r.Duration, r.Chunks)
+	if r.Failed() {
+		fmt.Fprintf(tw, "FAILED: %s\n", r.Error)
+	}
+	for _, k := range Kinds {
+		fmt.Fprintf(tw, "  %s\t%d\n", k, r.Gaps[k])
+	}
+	if len(r.Findings) > 0 {
+		fmt.Fprintf(tw, "\nKIND\tKEY\tAUTHORITY VERSION\tTARGET VERSION\tOUTBOX\n")
+		for _, f := range r.Findings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Kind, f.Key, optInt(f.AuthorityVersion), optInt(f.TargetVersion), orDash(f.OutboxState))
+		}
+	}
+	if r.Truncated {
+		fmt.Fprintf(tw, "(findings capped at max_findings per kind; the counts above are complete)\n")
+	}
+	return tw.Flush()
+}
+
+func optInt(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,594 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// window is the part of the authority one run judges: rows created before
+// cut (the database's now() minus grace) and, unless full, at or after
+// from (now() minus window).
+type window struct {
+	full      bool
+	now       time.Time
+	cut, from time.Time
+}
+
+// Chunk sizing: a chunk starts at initialChunkRows and is resized after
+// each one so that its slower side takes about chunk_time, within
+// [minChunkRows, maxChunkRows], growing at most 2x a step.
+const (
+	initialChunkRows = 10_000
+	minChunkRows     = 1_000
+	maxChunkRows     = 100_000
+	recheckBatch     = 1_000
+)
+
+// aRow is one authority row of a chunk with the outbox state of its
+// current version.
+type aRow struct {
+	k        key
+	version  int64
+	judged   bool
+	outbox   OutboxState
+	obJudged bool
+}
+
+// tRow is one target row.
+type tRow struct {
+	k       key
+	version int64
+}
+
+// candidate is a key the chunk scan classified as a gap, before the
+// re-check.
+type candidate struct {
+	k     key
+	kinds []Kind
+}
+
+// runner performs one run of one job.
+type runner struct {
+	p        *plan
+	w        *window
+	kt       keyType
+	sortKeys bool
+	res      *Result
+	max      int
+
+	chunkRows, minRows, maxRows int
+	chunkTime                   time.Duration
+	// aBuf and tBuf are reused by every chunk, so that a sweep allocates
+	// its row buffers once.
+	aBuf  []aRow
+	tBuf  []tRow
+	hooks hooks
+}
+
+// hooks let tests write while a run is in progress.
+type hooks struct {
+	// afterChunk, when set, runs between chunks.
+	afterChunk func(chunk int)
+	// betweenSides, when set, makes a chunk read its sides one after the
+	// other, the target first if targetFirst, and runs in between.
+	betweenSides func(chunk int)
+	targetFirst  bool
+}
+
+func (r *runner) run(ctx context.Context) error {
+	if err := r.p.authority.QueryRow(ctx, "SELECT now()").Scan(&r.w.now); err != nil {
+		return fmt.Errorf("read the authority database's clock: %w", err)
+	}
+	r.w.cut = r.w.now.Add(-r.p.job.Grace)
+	r.w.from = r.w.now.Add(-r.p.job.Window)
+	if err := r.detectKeys(ctx); err != nil {
+		return err
+	}
+
+	var lo, limit bound
+	if !r.w.full {
+		var kmin, kmax key
+		found, err := r.windowKeys(ctx, &kmin, &kmax)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return nil
+		}
+		lo = bound{set: true, inclusive: true, k: kmin}
+		limit = bound{set: true, inclusive: true, k: kmax}
+	}
+	for chunk := 0; ; chunk++ {
+		hi, last, err := r.boundary(ctx, lo, limit)
+		if err != nil {
+			return err
+		}
+		if err := r.chunk(ctx, chunk, lo, hi); err != nil {
+			return err
+		}
+		r.res.Chunks++
+		if last {
+			return nil
+		}
+		if r.hooks.afterChunk != nil {
+			r.hooks.afterChunk(chunk)
+		}
+		lo = bound{set: true, k: hi.k}
+	}
+}
+
+// detectKeys reads the key columns' types.
+func (r *runner) detectKeys(ctx context.Context) error {
+	kt, err := columnType(ctx, r.p.authority.Query, "SELECT "+r.p.aKey+" FROM "+r.p.aTable+" LIMIT 0")
+	if err != nil {
+		return fmt.Errorf("read authority key type: %w", err)
+	}
+	r.kt = kt
+	r.sortKeys = kt == keyText
+	if r.p.target == nil {
+		return nil
+	}
+	tt, err := columnType(ctx, r.p.target.Query, "SELECT "+r.p.tKey+" FROM "+r.p.tTable+" LIMIT 0")
+	if err != nil {
+		return fmt.Errorf("read target key type: %w", err)
+	}
+	if (tt == keyInt) != (kt == keyInt) {
+		return fmt.Errorf("authority and target keys cannot be compared: one is an integer, the other is not")
+	}
+	if tt == keyText {
+		r.sortKeys = true
+	}
+	return nil
+}
+
+type queryFunc func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+
+func columnType(ctx context.Context, query queryFunc, sql string) (keyType, error) {
+	rows, err := query(ctx, sql)
+	if err != nil {
+		return 0, err
+	}
+	fds := rows.FieldDescriptions()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return keyTypeOf(fds[0].DataTypeOID)
+}
+
+func (r *runner) windowKeys(ctx context.Context, kmin, kmax *key) (bool, error) {
+	q, args := r.p.windowKeysQuery(r.w)
+	rows, err := r.p.authority.Query(ctx, q, args...)
+	if err != nil {
+		return false, fmt.Errorf("find the window's key range: %w", err)
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		raw := rows.RawValues()
+		if raw[0] == nil {
+			break
+		}
+		fds := rows.FieldDescriptions()
+		if *kmin, err = decodeKey(r.kt, fds[0], raw[0]); err != nil {
+			return false, fmt.Errorf("find the window's key range: %w", err)
+		}
+		if *kmax, err = decodeKey(r.kt, fds[1], raw[1]); err != nil {
+			return false, fmt.Errorf("find the window's key range: %w", err)
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("find the window's key range: %w", err)
+	}
+	return found, nil
+}
+
+// boundary returns the upper end of the chunk after lo: the chunkRows-th
+// authority key, or limit (possibly unset: no upper end) for the last
+// chunk.
+func (r *runner) boundary(ctx context.Context, lo, limit bound) (bound, bool, error) {
+	q, args := r.p.boundaryQuery(lo, limit, r.chunkRows, r.kt)
+	rows, err := r.p.authority.Query(ctx, q, args...)
+	if err != nil {
+		return bound{}, false, fmt.Errorf("find the next chunk's end: %w", err)
+	}
+	defer rows.Close()
+	hi := limit
+	last := true
+	for rows.Next() {
+		k, err := decodeKey(r.kt, rows.FieldDescriptions()[0], rows.RawValues()[0])
+		if err != nil {
+			return bound{}, false, fmt.Errorf("find the next chunk's end: %w", err)
+		}
+		hi = bound{set: true, inclusive: true, k: k}
+		last = limit.set && compareKeys(k, limit.k) >= 0
+	}
+	if err := rows.Err(); err != nil {
+		return bound{}, false, fmt.Errorf("find the next chunk's end: %w", err)
+	}
+	return hi, last, nil
+}
+
+// chunk compares one key range: reads both sides at once, merges them,
+// re-checks what looks like a gap, and records what the re-check confirms.
+func (r *runner) chunk(ctx context.Context, n int, lo, hi bound) error {
+	var (
+		as           []aRow
+		ts           []tRow
+		aTook, tTook time.Duration
+	)
+	readAuthority := func(ctx context.Context) error {
+		t := time.Now()
+		var err error
+		as, err = r.fetchAuthority(ctx, lo, hi)
+		aTook = time.Since(t)
+		return err
+	}
+	readTarget := func(ctx context.Context) error {
+		if r.p.target == nil {
+			return nil
+		}
+		t := time.Now()
+		var err error
+		ts, err = r.fetchTarget(ctx, lo, hi)
+		tTook = time.Since(t)
+		return err
+	}
+	if h := r.hooks.betweenSides; h != nil {
+		first, second := readAuthority, readTarget
+		if r.hooks.targetFirst {
+			first, second = readTarget, readAuthority
+		}
+		if err := first(ctx); err != nil {
+			return err
+		}
+		h(n)
+		if err := second(ctx); err != nil {
+			return err
+		}
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return readAuthority(gctx) })
+		g.Go(func() error { return readTarget(gctx) })
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	r.resize(max(aTook, tTook))
+	if r.sortKeys {
+		slices.SortStableFunc(as, func(x, y aRow) int { return compareKeys(x.k, y.k) })
+		slices.SortStableFunc(ts, func(x, y tRow) int { return compareKeys(x.k, y.k) })
+	}
+	cands := r.merge(as, ts)
+	for len(cands) > 0 {
+		n := min(len(cands), recheckBatch)
+		if err := r.recheck(ctx, cands[:n]); err != nil {
+			return err
+		}
+		cands = cands[n:]
+	}
+	return nil
+}
+
+// resize adapts the chunk's row count to chunk_time, as Percona's
+// pt-table-checksum does with --chunk-time.
+func (r *runner) resize(took time.Duration) {
+	n := r.chunkRows * 2
+	if took > 0 {
+		n = int(float64(r.chunkRows) * float64(r.chunkTime) / float64(took))
+	}
+	n = min(n, r.chunkRows*2, r.maxRows)
+	r.chunkRows = max(n, r.chunkRows/2, r.minRows)
+}
+
+// fetchAuthority reads one chunk of the authority joined with the outbox
+// in one read-only transaction whose plan is a merge join of two index
+// ranges: a hash join of the same query spills to disk on large ranges,
+// and parallel workers would only add processes to a background job.
+func (r *runner) fetchAuthority(ctx context.Context, lo, hi bound) ([]aRow, error) {
+	q, args := r.p.chunkQuery(r.w, lo, hi, r.kt)
+	var out []aRow
+	err := pgx.BeginTxFunc(ctx, r.p.authority, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_hashjoin = off; SET LOCAL enable_nestloop = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off"); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		out, err = r.scanAuthority(rows, r.aBuf[:0])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read authority chunk: %w", err)
+	}
+	r.aBuf = out
+	return out, nil
+}
+
+// scanAuthority decodes authority rows from their raw values: the
+// columns are few and fixed, and this is the hot loop of a sweep.
+func (r *runner) scanAuthority(rows pgx.Rows, out []aRow) ([]aRow, error) {
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	for rows.Next() {
+		raw := rows.RawValues()
+		k, err := decodeKey(r.kt, fds[0], raw[0])
+		if err != nil {
+			return nil, fmt.Errorf("authority key: %w", err)
+		}
+		v, err := decodeInt(fds[1], raw[1])
+		if err != nil {
+			return nil, fmt.Errorf("authority version of key %s (the version column must be an integer): %w", k.render(r.kt), err)
+		}
+		row := aRow{k: k, version: v, judged: decodeBool(fds[2], raw[2])}
+		if r.p.hasOutbox {
+			row.outbox = OutboxAbsent
+			if raw[3] != nil {
+				st, err := decodeInt(fds[3], raw[3])
+				if err != nil {
+					return nil, fmt.Errorf("outbox state of key %s: %w", k.render(r.kt), err)
+				}
+				row.outbox = OutboxState(st)
+				row.obJudged = decodeBool(fds[4], raw[4])
+			}
+		}
+		// Several outbox rows for one key and version come as several
+		// rows; keep one, the most advanced state.
+		if n := len(out); n > 0 && out[n-1].k == k {
+			if rank(row.outbox) > rank(out[n-1].outbox) {
+				out[n-1].outbox, out[n-1].obJudged = row.outbox, row.obJudged
+			}
+			continue
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+// rank orders outbox states of duplicate rows: published wins, then dead.
+func rank(s OutboxState) int {
+	switch s {
+	case OutboxPublished:
+		return 3
+	case OutboxDead:
+		return 2
+	case OutboxUnpublished:
+		return 1
+	}
+	return 0
+}
+
+func (r *runner) fetchTarget(ctx context.Context, lo, hi bound) ([]tRow, error) {
+	q, args := r.p.targetChunkQuery(lo, hi, r.kt)
+	rows, err := r.p.target.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read target chunk: %w", err)
+	}
+	out, err := r.scanTarget(rows, r.tBuf[:0])
+	if err != nil {
+		return nil, fmt.Errorf("read target chunk: %w", err)
+	}
+	r.tBuf = out
+	return out, nil
+}
+
+func (r *runner) scanTarget(rows pgx.Rows, out []tRow) ([]tRow, error) {
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	for rows.Next() {
+		raw := rows.RawValues()
+		k, err := decodeKey(r.kt, fds[0], raw[0])
+		if err != nil {
+			return nil, fmt.Errorf("target key: %w", err)
+		}
+		v, err := decodeInt(fds[1], raw[1])
+		if err != nil {
+			return nil, fmt.Errorf("target version of key %s (the version column must be an integer): %w", k.render(r.kt), err)
+		}
+		// A target without a unique key may hold a key twice: keep the
+		// highest version.
+		if n := len(out); n > 0 && out[n-1].k == k {
+			out[n-1].version = max(out[n-1].version, v)
+			continue
+		}
+		out = append(out, tRow{k: k, version: v})
+	}
+	return out, rows.Err()
+}
+
+// observe builds the observation of one key from what each side holds.
+func (r *runner) observe(a *aRow, t *tRow) Observation {
+	o := Observation{HasTarget: r.p.target != nil, DeleteOnPublish: r.p.deleteOnPublish}
+	if a != nil {
+		o.InAuthority, o.Version, o.Judged = true, a.version, a.judged
+		o.Outbox, o.OutboxJudged = a.outbox, a.obJudged
+	}
+	if t != nil {
+		o.InTarget, o.TargetVersion = true, t.version
+	}
+	return o
+}
+
+// merge walks both sorted sides of a chunk and returns the keys that look
+// like gaps; it counts the judged authority rows.
+func (r *runner) merge(as []aRow, ts []tRow) []candidate {
+	var out []candidate
+	i, j := 0, 0
+	for i < len(as) || j < len(ts) {
+		var a *aRow
+		var t *tRow
+		switch {
+		case j >= len(ts):
+			a = &as[i]
+		case i >= len(as):
+			t = &ts[j]
+		default:
+			switch c := compareKeys(as[i].k, ts[j].k); {
+			case c < 0:
+				a = &as[i]
+			case c > 0:
+				t = &ts[j]
+			default:
+				a, t = &as[i], &ts[j]
+			}
+		}
+		var k key
+		if a != nil {
+			k = a.k
+			i++
+			if a.judged {
+				r.res.RowsChecked++
+			}
+		}
+		if t != nil {
+			k = t.k
+			j++
+		}
+		if kinds := Classify(r.observe(a, t)); len(kinds) > 0 {
+			out = append(out, candidate{k: k, kinds: kinds})
+		}
+	}
+	return out
+}
+
+// recheck reads the candidates again, each side by point look-up, and
+// records the gaps that still hold. Chunks are read in separate snapshots,
+// so a row committed during the run can look like a gap; reading again in
+// pipeline order decides. The target is read first for orphans (any
+// authority row that produced it is committed by the time the authority is
+// read after it), and read last for missing and stale targets (any target
+// row for the authority's version is then visible).
+func (r *runner) recheck(ctx context.Context, cands []candidate) error {
+	keys := r.keyArgs(cands)
+	var t1, t2 map[key]tRow
+	var err error
+	if r.p.target != nil {
+		if t1, err = r.lookupTarget(ctx, keys); err != nil {
+			return err
+		}
+	}
+	as, err := r.lookupAuthority(ctx, keys)
+	if err != nil {
+		return err
+	}
+	if r.p.target != nil {
+		if t2, err = r.lookupTarget(ctx, keys); err != nil {
+			return err
+		}
+	}
+	for _, c := range cands {
+		var a *aRow
+		if row, ok := as[c.k]; ok {
+			a = &row
+		}
+		before := r.observe(a, lookup(t1, c.k))
+		after := r.observe(a, lookup(t2, c.k))
+		orphan := slices.Contains(Classify(before), OrphanTarget)
+		for _, kind := range c.kinds {
+			obs := after
+			holds := false
+			if kind == OrphanTarget {
+				obs, holds = before, orphan
+			} else {
+				holds = slices.Contains(Classify(after), kind)
+			}
+			if holds {
+				r.record(c.k, kind, obs)
+			}
+		}
+	}
+	return nil
+}
+
+func lookup(m map[key]tRow, k key) *tRow {
+	if t, ok := m[k]; ok {
+		return &t
+	}
+	return nil
+}
+
+func (r *runner) keyArgs(cands []candidate) any {
+	if r.kt == keyInt {
+		ks := make([]int64, len(cands))
+		for i, c := range cands {
+			ks[i] = c.k.i
+		}
+		return ks
+	}
+	ks := make([]string, len(cands))
+	for i, c := range cands {
+		ks[i] = c.k.s
+	}
+	return ks
+}
+
+func (r *runner) lookupAuthority(ctx context.Context, keys any) (map[key]aRow, error) {
+	q, args := r.p.authorityLookup(r.w, keys)
+	rows, err := r.p.authority.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("re-check authority rows: %w", err)
+	}
+	list, err := r.scanAuthority(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("re-check authority rows: %w", err)
+	}
+	m := make(map[key]aRow, len(list))
+	for _, a := range list {
+		if prev, ok := m[a.k]; ok && rank(prev.outbox) >= rank(a.outbox) {
+			continue
+		}
+		m[a.k] = a
+	}
+	return m, nil
+}
+
+func (r *runner) lookupTarget(ctx context.Context, keys any) (map[key]tRow, error) {
+	q, args := r.p.targetLookup(keys)
+	rows, err := r.p.target.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("re-check target rows: %w", err)
+	}
+	list, err := r.scanTarget(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("re-check target rows: %w", err)
+	}
+	m := make(map[key]tRow, len(list))
+	for _, t := range list {
+		if prev, ok := m[t.k]; ok && prev.version >= t.version {
+			continue
+		}
+		m[t.k] = t
+	}
+	return m, nil
+}
+
+// record counts a confirmed gap and keeps its finding while under the cap.
+func (r *runner) record(k key, kind Kind, o Observation) {
+	r.res.Gaps[kind]++
+	if r.res.kept[kind] >= r.max {
+		r.res.Truncated = true
+		return
+	}
+	r.res.kept[kind]++
+	f := Finding{Key: k.render(r.kt), Kind: kind, OutboxState: o.Outbox.String()}
+	if o.InAuthority {
+		v := o.Version
+		f.AuthorityVersion = &v
+	}
+	if o.InTarget {
+		v := o.TargetVersion
+		f.TargetVersion = &v
+	}
+	r.res.Findings = append(r.res.Findings, f)
+}
+
+// errBusy is returned by Run while a run of the same job is in progress.
+var errBusy = errors.New("a run of this job is already in progress")

@@ -1,0 +1,226 @@
+// Package reconcile compares the authoritative table of an outbox pipeline
+// with its outbox and with the derived target (a search index), on a
+// schedule, and reports the losses no queue metric can see: committed rows
+// without an outbox row, published events missing from the target, stale
+// target versions and orphaned target rows (seed 000, section six).
+//
+// A run walks the authority's key space (a full sweep) or the key range of
+// the rows created within the window (a windowed run) in chunks sized to
+// chunk_time. Each chunk reads the authority joined with the outbox in one
+// merge-join query, and the target's same key range from its own database,
+// concurrently; the two sorted streams are merged in Go, every key that
+// looks like a gap is read again by point look-up, and only gaps that
+// still hold are reported. Only key, version, created_at and outbox state
+// columns are selected: no message body is ever read.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/robfig/cron/v3"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// ErrUnknownJob is returned for a job name the configuration lacks.
+var ErrUnknownJob = errors.New("unknown reconcile job")
+
+// ErrBusy is returned by Run while a run of the same job is in progress.
+var ErrBusy = errBusy
+
+// Scheduler runs the configured reconcile jobs on their schedules and
+// keeps each job's last result. One run of a job at a time: a run due
+// while another of the same job is in progress is skipped and logged.
+type Scheduler struct {
+	logger *slog.Logger
+	names  []string
+	jobs   map[string]*jobState
+	cron   *cron.Cron
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// started guards Start/Stop.
+	mu      sync.Mutex
+	started bool
+}
+
+type jobState struct {
+	plan    *plan
+	running atomic.Bool
+
+	mu     sync.Mutex
+	last   *Result // the last run, completed or failed
+	lastOK *Result // the last completed run
+
+	// Chunk sizing and a test hook, fixed at construction; tests lower them.
+	minRows, maxRows, initRows int
+	hooks                      hooks
+}
+
+// New builds a Scheduler for cfg.Reconcile. pools are the exporter's
+// read-only pools by database name, shared with the collectors: a run
+// uses at most one session of each database at a time for each side.
+// New does not connect; Start schedules the runs.
+func New(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger) (*Scheduler, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Scheduler{logger: logger, jobs: map[string]*jobState{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.cron = cron.New(cron.WithParser(config.CronParser))
+	for name, job := range cfg.Reconcile {
+		p, err := newPlan(name, job, cfg, pools)
+		if err != nil {
+			return nil, err
+		}
+		js := &jobState{plan: p, minRows: minChunkRows, maxRows: maxChunkRows, initRows: initialChunkRows}
+		s.jobs[name] = js
+		s.names = append(s.names, name)
+		if _, err := s.cron.AddFunc(job.Schedule, s.scheduled(name, false)); err != nil {
+			return nil, fmt.Errorf("reconcile job %s: schedule %q: %w", name, job.Schedule, err)
+		}
+		if job.FullSweep != "" {
+			if _, err := s.cron.AddFunc(job.FullSweep, s.scheduled(name, true)); err != nil {
+				return nil, fmt.Errorf("reconcile job %s: full_sweep %q: %w", name, job.FullSweep, err)
+			}
+		}
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// Jobs returns the job names, sorted.
+func (s *Scheduler) Jobs() []string { return slices.Clone(s.names) }
+
+// Start begins running the jobs on their schedules.
+func (s *Scheduler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return
+	}
+	s.started = true
+	s.cron.Start()
+}
+
+// Stop stops scheduling, cancels runs in progress and waits for them to
+// end. A stopped Scheduler cannot be started again; build a new one (on a
+// config reload, for instance).
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
+	if s.started {
+		<-s.cron.Stop().Done()
+	}
+	s.started = false
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *Scheduler) scheduled(name string, full bool) func() {
+	return func() {
+		kind := "windowed"
+		if full {
+			kind = "full"
+		}
+		res, err := s.Run(s.ctx, name, full)
+		switch {
+		case errors.Is(err, ErrBusy):
+			s.logger.Warn("reconcile run skipped: the previous run is still in progress", "reconcile", name, "run", kind)
+		case err != nil:
+			s.logger.Error("reconcile run failed", "reconcile", name, "run", kind, "err", err)
+		default:
+			s.logger.Info("reconcile run completed", "reconcile", name, "run", kind,
+				"rows_checked", res.RowsChecked, "gaps", res.TotalGaps(), "duration", time.Duration(res.Duration*float64(time.Second)))
+		}
+	}
+}
+
+// Run runs job now, a full sweep if full, else over its window, and
+// records the result as the job's last. It returns ErrBusy (and no result)
+// if a run of job is in progress, ErrUnknownJob for a name the
+// configuration lacks, and for a failed run the result (with Error set)
+// together with the error.
+func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, error) {
+	js, ok := s.jobs[job]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownJob, job)
+	}
+	if !js.running.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("reconcile %s: %w", job, ErrBusy)
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	defer js.running.Store(false)
+	// Stop cancels runs in progress, whoever started them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+
+	res := newResult(job, full)
+	r := &runner{
+		p:         js.plan,
+		w:         &window{full: full},
+		res:       res,
+		max:       js.plan.job.MaxFindings,
+		chunkRows: js.initRows,
+		minRows:   js.minRows,
+		maxRows:   js.maxRows,
+		chunkTime: js.plan.job.ChunkTime,
+		hooks:     js.hooks,
+	}
+	if r.chunkTime <= 0 {
+		r.chunkTime = config.DefaultChunkTime
+	}
+	if r.max <= 0 {
+		r.max = config.DefaultMaxFindings
+	}
+	err := r.run(ctx)
+	res.Finished = time.Now()
+	res.Duration = res.Finished.Sub(res.Started).Seconds()
+	if err != nil {
+		err = fmt.Errorf("reconcile %s: %w", job, err)
+		res.Error = err.Error()
+	}
+	js.mu.Lock()
+	js.last = res
+	if err == nil {
+		js.lastOK = res
+	}
+	js.mu.Unlock()
+	return res, err
+}
+
+// Last returns the job's last run, completed or failed; nil before the
+// first run ends or for an unknown job.
+func (s *Scheduler) Last(job string) *Result {
+	js, ok := s.jobs[job]
+	if !ok {
+		return nil
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	return js.last
+}
+
+// state returns the job's last run and last completed run.
+func (s *Scheduler) state(job string) (last, lastOK *Result) {
+	js, ok := s.jobs[job]
+	if !ok {
+		return nil, nil
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	return js.last, js.lastOK
+}
