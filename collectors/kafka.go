@@ -62,8 +62,11 @@ type Kafka struct {
 	sem chan struct{}
 	// probes caches what was read at (topic, partition, offset), so a
 	// commit that did not move costs no Fetch. Only entries used by the
-	// last collection are kept.
-	probes map[kafkaclient.Want]lag.Probe
+	// last collection are kept. Topics are interned to small numbers so
+	// that a lookup hashes no string.
+	probes   map[probeKey]*cachedProbe
+	topicIDs map[string]int32
+	gen      uint64
 	// known is the groups selected by the last collection, by type: when
 	// listing fails on some brokers, their groups are still looked up.
 	known map[string]string
@@ -73,13 +76,14 @@ type Kafka struct {
 // until the first Update.
 func NewKafka(cluster string, k *config.Kafka, logger *slog.Logger) (*Kafka, error) {
 	c := &Kafka{
-		cluster: cluster,
-		cfg:     k,
-		logger:  logger,
-		now:     time.Now,
-		sem:     make(chan struct{}, 1),
-		probes:  map[kafkaclient.Want]lag.Probe{},
-		known:   map[string]string{},
+		cluster:  cluster,
+		cfg:      k,
+		logger:   logger,
+		now:      time.Now,
+		sem:      make(chan struct{}, 1),
+		probes:   map[probeKey]*cachedProbe{},
+		topicIDs: map[string]int32{},
+		known:    map[string]string{},
 	}
 	for _, g := range k.Groups {
 		p, err := config.ParsePattern(g)
@@ -124,6 +128,29 @@ func (c *Kafka) Describe(ch chan<- *prometheus.Desc) {
 	ch <- kafkaMembersDesc
 }
 
+// probeKey identifies a cached probe: an interned topic, a partition and
+// the offset read from.
+type probeKey struct {
+	topic int32
+	part  int32
+	from  int64
+}
+
+// cachedProbe is a cache entry; gen is the last collection that used it.
+type cachedProbe struct {
+	probe lag.Probe
+	gen   uint64
+}
+
+func (c *Kafka) topicID(t string) int32 {
+	id, ok := c.topicIDs[t]
+	if !ok {
+		id = int32(len(c.topicIDs))
+		c.topicIDs[t] = id
+	}
+	return id
+}
+
 // groupState is what one collection learned of one group.
 type groupState struct {
 	name, typ  string
@@ -155,7 +182,7 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	}
 	if len(selected) == 0 {
 		c.known = map[string]string{}
-		c.probes = map[kafkaclient.Want]lag.Probe{}
+		c.probes = map[probeKey]*cachedProbe{}
 		return nil
 	}
 
@@ -202,9 +229,17 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 			if !ok || td.Err != nil {
 				continue
 			}
+			if needStart[t] {
+				continue
+			}
+			tc := g.commits[t]
+			if len(tc) >= len(td.Partitions) {
+				continue // a commit on every partition (the usual case)
+			}
 			for p := range td.Partitions {
-				if _, ok := g.commits[t][p]; !ok {
+				if _, ok := tc[p]; !ok {
 					needStart[t] = true
+					break
 				}
 			}
 		}
@@ -212,15 +247,32 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	ends, starts := c.listOffsets(ctx, meta, needStart, &partial)
 
 	// Offsets per (group, topic, partition), and the records to read.
-	type gtp struct {
-		group, topic string
-		part         int32
+	type partPlan struct {
+		o      lag.Offsets
+		ok     bool
+		behind bool
+		probe  *cachedProbe
 	}
-	offsets := map[gtp]lag.Offsets{}
-	known := map[gtp]bool{}
-	var wants []kafkaclient.Want
-	wantSet := map[kafkaclient.Want]bool{}
-	used := map[kafkaclient.Want]lag.Probe{}
+	type topicPlan struct {
+		group *groupState
+		topic string
+		parts []partPlan
+	}
+	// miss is a partition whose probe is not cached: read from want,
+	// then cached under key (continuing cont when it is a continuation).
+	type miss struct {
+		pp   *partPlan
+		key  probeKey
+		want kafkaclient.Want
+		cont *cachedProbe
+	}
+	c.gen++
+	var (
+		plans   = make([]topicPlan, 0, len(states))
+		misses  []miss
+		wants   []kafkaclient.Want
+		wantSet = map[probeKey]bool{}
+	)
 	for _, g := range states {
 		for _, t := range groupTopics[g.name] {
 			td, ok := meta[t]
@@ -230,17 +282,22 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 				}
 				continue
 			}
-			for p := range td.Partitions {
-				k := gtp{g.name, t, p}
-				end, ok := ends[t][p]
-				if !ok {
+			plans = append(plans, topicPlan{group: g, topic: t, parts: make([]partPlan, len(ends[t]))})
+			tp := &plans[len(plans)-1]
+			tid := c.topicID(t)
+			tends, tstarts, tcommits := ends[t], starts[t], g.commits[t]
+			for i := range tp.parts {
+				pp := &tp.parts[i]
+				p := int32(i)
+				if i >= len(tends) || tends[i] < 0 {
 					continue
 				}
+				end := tends[i]
 				o := lag.Offsets{Commit: lag.NoCommit, End: end}
-				if s, ok := starts[t][p]; ok {
-					o.Start, o.StartKnown = s, true
+				if i < len(tstarts) && tstarts[i] >= 0 {
+					o.Start, o.StartKnown = tstarts[i], true
 				}
-				if cr, ok := g.commits[t][p]; ok {
+				if cr, ok := tcommits[p]; ok {
 					if cr.Err != nil {
 						partial = append(partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", g.name, t, p, cr.Err))
 						continue
@@ -250,24 +307,28 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 				if !o.Committed() && !o.StartKnown {
 					continue
 				}
-				offsets[k], known[k] = o, true
 				from, behind := lag.Oldest(o)
+				pp.o, pp.ok, pp.behind = o, true, behind
 				if !behind {
 					continue
 				}
-				w := kafkaclient.Want{Topic: t, Partition: p, From: from}
-				if pr, ok := c.probes[w]; ok {
-					if pr.Usable(end) {
-						used[w] = pr
-						continue
-					}
+				key := probeKey{tid, p, from}
+				want := kafkaclient.Want{Topic: t, Partition: p, From: from}
+				cp := c.probes[key]
+				switch {
+				case cp != nil && cp.probe.Usable(end):
+					cp.gen = c.gen
+					pp.probe = cp
+					continue
+				case cp != nil:
 					// Records were appended after a stretch of markers:
 					// read on from where the last read stopped.
-					w.From = pr.Next
+					want.From = cp.probe.Next
 				}
-				if !wantSet[w] {
-					wantSet[w] = true
-					wants = append(wants, w)
+				misses = append(misses, miss{pp: pp, key: key, want: want, cont: cp})
+				if wk := (probeKey{tid, p, want.From}); !wantSet[wk] {
+					wantSet[wk] = true
+					wants = append(wants, want)
 				}
 			}
 		}
@@ -277,18 +338,21 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		if err != nil {
 			partial = append(partial, err)
 		}
-		for w, pr := range read {
-			used[w] = pr
-		}
-		// Join continuations onto the probes they continue.
-		for w, pr := range c.probes {
-			if pr.Found {
+		for _, m := range misses {
+			pr, ok := read[m.want]
+			if !ok {
 				continue
 			}
-			next := kafkaclient.Want{Topic: w.Topic, Partition: w.Partition, From: pr.Next}
-			if cont, ok := read[next]; ok && next != w {
-				used[w] = pr.Continue(cont)
+			if m.cont != nil {
+				pr = m.cont.probe.Continue(pr)
 			}
+			cp := c.probes[m.key]
+			if cp == nil || cp == m.cont {
+				cp = &cachedProbe{}
+				c.probes[m.key] = cp
+			}
+			cp.probe, cp.gen = pr, c.gen
+			m.pp.probe = cp
 		}
 	}
 	now := c.now()
@@ -302,36 +366,40 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		if g.membersOK {
 			ch <- prometheus.MustNewConstMetric(kafkaMembersDesc, prometheus.GaugeValue, float64(g.members), c.cluster, g.name)
 		}
-		for _, t := range groupTopics[g.name] {
-			td := meta[t]
-			parts := make([]lag.Partition, 0, len(td.Partitions))
-			for p := range td.Partitions {
-				k := gtp{g.name, t, p}
-				if !known[k] {
-					parts = append(parts, lag.Partition{})
-					continue
-				}
-				o := offsets[k]
-				var probe *lag.Probe
-				if from, behind := lag.Oldest(o); behind {
-					if pr, ok := used[kafkaclient.Want{Topic: t, Partition: p, From: from}]; ok {
-						probe = &pr
-					}
-				}
-				parts = append(parts, lag.Decide(o, probe, now))
+	}
+	decided := make([]lag.Partition, 0, 64)
+	for _, tp := range plans {
+		decided = decided[:0]
+		for i := range tp.parts {
+			pp := &tp.parts[i]
+			if !pp.ok {
+				decided = append(decided, lag.Partition{})
+				continue
 			}
-			sum := lag.Sum(parts)
-			if sum.MessagesOK {
-				ch <- prometheus.MustNewConstMetric(kafkaLagMessagesDesc, prometheus.GaugeValue, float64(sum.Messages), c.cluster, g.name, t)
+			var probe *lag.Probe
+			if pp.behind && pp.probe != nil {
+				probe = &pp.probe.probe
 			}
-			if sum.SecondsOK {
-				ch <- prometheus.MustNewConstMetric(kafkaLagSecondsDesc, prometheus.GaugeValue, sum.Seconds, c.cluster, g.name, t)
-			}
+			decided = append(decided, lag.Decide(pp.o, probe, now))
+		}
+		sum := lag.Sum(decided)
+		if sum.MessagesOK {
+			ch <- prometheus.MustNewConstMetric(kafkaLagMessagesDesc, prometheus.GaugeValue, float64(sum.Messages), c.cluster, tp.group.name, tp.topic)
+		}
+		if sum.SecondsOK {
+			ch <- prometheus.MustNewConstMetric(kafkaLagSecondsDesc, prometheus.GaugeValue, sum.Seconds, c.cluster, tp.group.name, tp.topic)
 		}
 	}
 
 	// Keep only what this collection used: moved commits' entries go.
-	c.probes = used
+	for k, cp := range c.probes {
+		if cp.gen != c.gen {
+			delete(c.probes, k)
+		}
+	}
+	if len(c.probes) == 0 && len(c.topicIDs) > 0 {
+		c.topicIDs = map[string]int32{}
+	}
 	c.known = map[string]string{}
 	for _, g := range states {
 		if !g.gone {
@@ -488,10 +556,19 @@ func (c *Kafka) describe(ctx context.Context, selected []lag.Listed, partial *[]
 	return states
 }
 
+func unknownOffsets(n int) []int64 {
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = -1
+	}
+	return s
+}
+
 // listOffsets lists the high watermark of every partition of meta's
 // topics, and the log start of the topics in needStart, the two at once.
-// Partitions that could not be listed are missing from the result.
-func (c *Kafka) listOffsets(ctx context.Context, meta kadm.TopicDetails, needStart map[string]bool, partial *[]error) (ends, starts map[string]map[int32]int64) {
+// The offsets of a topic are indexed by partition; a partition that could
+// not be listed has -1.
+func (c *Kafka) listOffsets(ctx context.Context, meta kadm.TopicDetails, needStart map[string]bool, partial *[]error) (ends, starts map[string][]int64) {
 	build := func(ts int64, keep func(string) bool) *kmsg.ListOffsetsRequest {
 		req := kmsg.NewPtrListOffsetsRequest()
 		for t, td := range meta {
@@ -511,7 +588,7 @@ func (c *Kafka) listOffsets(ctx context.Context, meta kadm.TopicDetails, needSta
 		}
 		return req
 	}
-	run := func(what string, req *kmsg.ListOffsetsRequest, dst map[string]map[int32]int64, mu *sync.Mutex) {
+	run := func(what string, req *kmsg.ListOffsetsRequest, dst map[string][]int64, mu *sync.Mutex) {
 		if len(req.Topics) == 0 {
 			return
 		}
@@ -528,16 +605,29 @@ func (c *Kafka) listOffsets(ctx context.Context, meta kadm.TopicDetails, needSta
 						*partial = append(*partial, fmt.Errorf("list %s offset of %s/%d: %w", what, t.Topic, p.Partition, err))
 						continue
 					}
-					if dst[t.Topic] == nil {
-						dst[t.Topic] = map[int32]int64{}
+					if ps := dst[t.Topic]; p.Partition >= 0 && int(p.Partition) < len(ps) {
+						ps[p.Partition] = p.Offset
 					}
-					dst[t.Topic][p.Partition] = p.Offset
 				}
 			}
 			mu.Unlock()
 		}
 	}
-	ends, starts = map[string]map[int32]int64{}, map[string]map[int32]int64{}
+	// Allocated up front: the shards only fill in slots.
+	ends, starts = map[string][]int64{}, map[string][]int64{}
+	for t, td := range meta {
+		if td.Err != nil {
+			continue
+		}
+		n := int32(0)
+		for p := range td.Partitions {
+			n = max(n, p+1)
+		}
+		ends[t] = unknownOffsets(int(n))
+		if needStart[t] {
+			starts[t] = unknownOffsets(int(n))
+		}
+	}
 	var (
 		wg sync.WaitGroup
 		mu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,8 +33,6 @@ const (
 	requestBytes   = 4 << 20
 	maxRounds      = 12
 )
-
-var decompressor = kgo.DefaultDecompressor()
 
 // Prober reads the first data record at given offsets, with read_committed
 // isolation and batched per leader broker. It is safe for one caller at a
@@ -192,30 +191,29 @@ func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]la
 			}
 			p.fetches.Add(1)
 			kresp, err := p.cl.Broker(int(leader)).Request(ctx, req)
-			mu.Lock()
-			defer mu.Unlock()
+			if err == nil {
+				err = kerr.ErrorForCode(kresp.(*kmsg.FetchResponse).ErrorCode)
+			}
 			if err != nil {
 				for _, s := range ss {
 					s.err = fmt.Errorf("fetch from broker %d for %s/%d: %w", leader, s.topic, s.part, err)
 				}
 				return
 			}
-			resp := kresp.(*kmsg.FetchResponse)
-			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-				for _, s := range ss {
-					s.err = fmt.Errorf("fetch from broker %d for %s/%d: %w", leader, s.topic, s.part, err)
-				}
-				return
-			}
-			idName := map[kadm.TopicID]string{}
-			for _, s := range ss {
-				idName[s.id] = s.topic
-			}
+			// Decode outside the lock: the brokers' answers are decoded
+			// in parallel; each touches only its own partitions.
 			type tp struct {
 				t string
 				p int32
 			}
-			answered := map[tp]bool{}
+			byTP := make(map[tp]*partState, len(ss))
+			idName := map[kadm.TopicID]string{}
+			for _, s := range ss {
+				byTP[tp{s.topic, s.part}] = s
+				idName[s.id] = s.topic
+			}
+			local := map[Want]lag.Probe{}
+			resp := kresp.(*kmsg.FetchResponse)
 			for i := range resp.Topics {
 				rt := &resp.Topics[i]
 				name := rt.Topic
@@ -224,19 +222,20 @@ func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]la
 				}
 				for j := range rt.Partitions {
 					rp := &rt.Partitions[j]
-					for _, s := range ss {
-						if s.topic == name && s.part == rp.Partition {
-							answered[tp{name, rp.Partition}] = true
-							fold(s, rp, out)
-						}
+					if s := byTP[tp{name, rp.Partition}]; s != nil {
+						delete(byTP, tp{name, rp.Partition})
+						fold(s, rp, local)
 					}
 				}
 			}
-			for _, s := range ss {
-				if !answered[tp{s.topic, s.part}] {
-					s.empties++
-				}
+			for _, s := range byTP {
+				s.empties++ // not in the answer
 			}
+			mu.Lock()
+			for w, pr := range local {
+				out[w] = pr
+			}
+			mu.Unlock()
 		}(leader, ss)
 	}
 	wg.Wait()
@@ -258,25 +257,27 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.P
 		s.err = fmt.Errorf("fetch %s/%d at %d: %w", s.topic, s.part, s.cursor, err)
 		return
 	}
-	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-		KeepControlRecords: true,
-		Offset:             s.cursor,
-		IsolationLevel:     kgo.ReadCommitted(),
-		Topic:              s.topic,
-		Partition:          s.part,
-	}, rp, decompressor, nil)
-	if fp.Err != nil && len(fp.Records) == 0 {
-		s.err = fmt.Errorf("decode %s/%d at %d: %w", s.topic, s.part, s.cursor, fp.Err)
+	stable := rp.LastStableOffset
+	if stable < 0 {
+		stable = rp.HighWatermark
+	}
+	// Every asked offset, carried ones (below the cursor) first.
+	asks := append(s.carried, s.pending...)
+	answered, next, err := scan(rp, s.cursor, asks, func(ask, offset, millis int64) {
+		out[Want{Topic: s.topic, Partition: s.part, From: ask}] = lag.Probe{
+			From: ask, Next: offset + 1, Stable: stable, Found: true, Offset: offset, Timestamp: time.UnixMilli(millis),
+		}
+	})
+	if err != nil {
+		s.err = fmt.Errorf("decode %s/%d at %d: %w", s.topic, s.part, s.cursor, err)
 		return
 	}
+	rest := asks[answered:]
 	if next <= s.cursor {
-		stable := rp.LastStableOffset
-		if stable < 0 {
-			stable = rp.HighWatermark
-		}
 		if s.cursor >= stable {
 			// Nothing readable past the cursor: at the end, or only
 			// open transactions remain.
+			s.carried, s.pending = nil, rest
 			s.finish(s.cursor, stable, out)
 			return
 		}
@@ -284,13 +285,22 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.P
 		return
 	}
 	s.empties = 0
-	var data []*kgo.Record
-	for _, r := range fp.Records {
-		if !r.Attrs.IsControl() {
-			data = append(data, r)
+	// Unanswered offsets below next had no data record up to next.
+	i := sort.Search(len(rest), func(i int) bool { return rest[i] >= next })
+	s.carried = append([]int64(nil), rest[:i]...)
+	s.pending = append([]int64(nil), rest[i:]...)
+	if len(s.carried) > 0 && next >= stable {
+		for _, c := range s.carried {
+			out[Want{Topic: s.topic, Partition: s.part, From: c}] = lag.Probe{From: c, Next: next, Stable: stable}
 		}
+		s.carried = nil
 	}
-	s.settle(next, rp.LastStableOffset, data, out)
+	switch {
+	case len(s.carried) > 0:
+		s.cursor = next
+	case len(s.pending) > 0:
+		s.cursor = s.pending[0]
+	}
 }
 
 // carry moves the cursor to at, carrying every pending offset below it.
@@ -309,47 +319,4 @@ func (s *partState) finish(next, stable int64, out map[Want]lag.Probe) {
 		out[Want{Topic: s.topic, Partition: s.part, From: o}] = lag.Probe{From: o, Next: max(o, next), Stable: stable}
 	}
 	s.carried, s.pending = nil, nil
-}
-
-// settle answers what a read of [cursor, next) decides: each asked offset
-// in the range gets the first data record at or after it; offsets whose
-// rest of the range held no data wait for the read from next, unless
-// nothing more can be read (next reached the last stable offset), when
-// they are answered as having no data up to next.
-func (s *partState) settle(next, stable int64, data []*kgo.Record, out map[Want]lag.Probe) {
-	answer := func(from int64, pr lag.Probe) {
-		pr.From = from
-		out[Want{Topic: s.topic, Partition: s.part, From: from}] = pr
-	}
-	if len(data) > 0 {
-		first := lag.Probe{Next: next, Stable: stable, Found: true, Offset: data[0].Offset, Timestamp: data[0].Timestamp}
-		for _, c := range s.carried {
-			answer(c, first)
-		}
-		s.carried = s.carried[:0]
-	}
-	// Answer pending offsets inside [.., next).
-	i := 0
-	for ; i < len(s.pending) && s.pending[i] < next; i++ {
-		o := s.pending[i]
-		k := sort.Search(len(data), func(j int) bool { return data[j].Offset >= o })
-		if k < len(data) {
-			answer(o, lag.Probe{Next: next, Stable: stable, Found: true, Offset: data[k].Offset, Timestamp: data[k].Timestamp})
-			continue
-		}
-		s.carried = append(s.carried, o)
-	}
-	s.pending = s.pending[i:]
-	if len(s.carried) > 0 && next >= stable {
-		for _, c := range s.carried {
-			answer(c, lag.Probe{Next: next, Stable: stable})
-		}
-		s.carried = s.carried[:0]
-	}
-	switch {
-	case len(s.carried) > 0:
-		s.cursor = next
-	case len(s.pending) > 0:
-		s.cursor = s.pending[0]
-	}
 }

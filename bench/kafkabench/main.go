@@ -1,0 +1,322 @@
+// Command kafkabench measures one collection of the Kafka lag collector
+// (time lag included) against one bare kadm.Lag over the same groups, on
+// an in-process kfake cluster it seeds itself, and prints a markdown table
+// of the ratios.
+//
+//	go run ./bench/kafkabench -groups 200,1000
+//
+// Every group consumes one topic of -partitions partitions and lags on
+// every partition, at its own offsets. "cold" is the first collection of
+// a new collector (every committed offset's record is read) against the
+// first kadm.Lag of a new client; "steady" is a collection where no commit
+// moved (records come from the cache) against a kadm.Lag on a warm client;
+// "moved" is a collection after 10% of the groups committed again.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
+)
+
+func main() {
+	var (
+		sizes      = flag.String("groups", "200,1000", "comma-separated group counts, one cluster each")
+		partitions = flag.Int("partitions", 24, "partitions per topic; every group consumes one topic")
+		topics     = flag.Int("topics", 10, "topics the groups are spread over")
+		records    = flag.Int("records", 200, "records per partition")
+		brokers    = flag.Int("brokers", 3, "kfake brokers")
+		reps       = flag.Int("reps", 5, "repetitions; medians are reported")
+		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run (seeding excluded) here")
+	)
+	flag.Parse()
+	if *cpuprofile != "" {
+		profile = *cpuprofile
+	}
+	var rows []row
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			fail(fmt.Errorf("-groups %q: %w", s, err))
+		}
+		r, err := run(n, *partitions, *topics, *records, *brokers, *reps)
+		if err != nil {
+			fail(err)
+		}
+		rows = append(rows, r)
+	}
+	fmt.Printf("\nkfake, %d brokers, %d topics x %d partitions, %d records per partition, every group lagging on every partition; medians of %d runs; Go %s, GOMAXPROCS %d\n\n",
+		*brokers, *topics, *partitions, *records, *reps, runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Println("| groups | kadm.Lag cold | collection cold | ratio | kadm.Lag warm | collection steady | ratio | collection, 10% moved | ratio | alloc cold | alloc steady | retained | peak heap |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Printf("| %d | %s | %s | %.2fx | %s | %s | %.2fx | %s | %.2fx | %s | %s | %s | %s |\n",
+			r.groups, ms(r.lagCold), ms(r.collCold), ratio(r.collCold, r.lagCold),
+			ms(r.lagWarm), ms(r.collSteady), ratio(r.collSteady, r.lagWarm),
+			ms(r.collMoved), ratio(r.collMoved, r.lagWarm),
+			mb(r.allocCold), mb(r.allocSteady), mb(r.retained), mb(r.peakHeap))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "kafkabench:", err)
+	os.Exit(1)
+}
+
+type row struct {
+	groups                                     int
+	lagCold, collCold, lagWarm, collSteady     time.Duration
+	collMoved                                  time.Duration
+	allocCold, allocSteady, retained, peakHeap uint64
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+func mb(b uint64) string        { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+var profile string
+
+var base = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+
+func run(groups, partitions, topics, records, brokers, reps int) (row, error) {
+	r := row{groups: groups}
+	c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
+	if err != nil {
+		return r, fmt.Errorf("start kfake: %w", err)
+	}
+	defer c.Close()
+	k := &config.Kafka{Brokers: c.ListenAddrs(), Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	names, err := seed(ctx, k, groups, partitions, topics, records)
+	if err != nil {
+		return r, err
+	}
+	fmt.Fprintf(os.Stderr, "seeded %d groups\n", groups)
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return r, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var lagCold, collCold, lagWarm, collSteady, collMoved []time.Duration
+	var ms0 runtime.MemStats
+	for i := 0; i < reps; i++ {
+		// Cold: new clients on both sides.
+		cl, err := kafkaclient.New(k)
+		if err != nil {
+			return r, err
+		}
+		adm := kadm.NewClient(cl)
+		d, err := timeLag(ctx, adm, names)
+		if err != nil {
+			return r, err
+		}
+		lagCold = append(lagCold, d)
+
+		coll, err := collectors.NewKafka("bench", k, logger)
+		if err != nil {
+			return r, err
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		d, n, err := timeCollect(ctx, coll)
+		if err != nil {
+			return r, err
+		}
+		var ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms1)
+		r.allocCold = ms1.TotalAlloc - ms0.TotalAlloc
+		r.peakHeap = max(r.peakHeap, ms1.HeapAlloc)
+		if n < 2*groups {
+			return r, fmt.Errorf("collection sent %d series for %d groups", n, groups)
+		}
+		collCold = append(collCold, d)
+
+		// Steady: warm clients, no commit moved.
+		for j := 0; j < 3; j++ {
+			d, err := timeLag(ctx, adm, names)
+			if err != nil {
+				return r, err
+			}
+			lagWarm = append(lagWarm, d)
+			runtime.ReadMemStats(&ms0)
+			d, _, err = timeCollect(ctx, coll)
+			if err != nil {
+				return r, err
+			}
+			runtime.ReadMemStats(&ms1)
+			r.allocSteady = ms1.TotalAlloc - ms0.TotalAlloc
+			r.peakHeap = max(r.peakHeap, ms1.HeapAlloc)
+			collSteady = append(collSteady, d)
+		}
+
+		// 10% of the groups commit again: only their moved offsets are read.
+		if err := moveCommits(ctx, cl, names[:max(1, groups/10)], records, i); err != nil {
+			return r, err
+		}
+		d, _, err = timeCollect(ctx, coll)
+		if err != nil {
+			return r, err
+		}
+		collMoved = append(collMoved, d)
+
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		withCache := ms0.HeapAlloc
+		coll.Close()
+		coll = nil
+		runtime.GC()
+		runtime.ReadMemStats(&ms1)
+		if withCache > ms1.HeapAlloc {
+			r.retained = max(r.retained, withCache-ms1.HeapAlloc)
+		}
+		cl.Close()
+	}
+	r.lagCold, r.collCold = median(lagCold), median(collCold)
+	r.lagWarm, r.collSteady, r.collMoved = median(lagWarm), median(collSteady), median(collMoved)
+	return r, nil
+}
+
+func timeLag(ctx context.Context, adm *kadm.Client, groups []string) (time.Duration, error) {
+	start := time.Now()
+	lags, err := adm.Lag(ctx, groups...)
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("kadm.Lag: %w", err)
+	}
+	if err := lags.Error(); err != nil {
+		return d, fmt.Errorf("kadm.Lag: %w", err)
+	}
+	if len(lags) != len(groups) {
+		return d, fmt.Errorf("kadm.Lag: %d groups, want %d", len(lags), len(groups))
+	}
+	return d, nil
+}
+
+func timeCollect(ctx context.Context, c *collectors.Kafka) (time.Duration, int, error) {
+	ch := make(chan prometheus.Metric, 1<<14)
+	done := make(chan int)
+	go func() {
+		n := 0
+		for range ch {
+			n++
+		}
+		done <- n
+	}()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := c.Update(sctx, ch)
+	d := time.Since(start)
+	close(ch)
+	n := <-done
+	if err != nil {
+		return d, n, fmt.Errorf("collect: %w", err)
+	}
+	return d, n, nil
+}
+
+// seed creates the topics, writes records (timestamped a second apart, in
+// batches as a producer would) and commits every group at its own offsets
+// behind the end.
+func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, records int) ([]string, error) {
+	cl, err := kafkaclient.New(k, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var names []string
+	for t := 0; t < topics; t++ {
+		names = append(names, fmt.Sprintf("t%02d", t))
+	}
+	if _, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, names...); err != nil {
+		return nil, fmt.Errorf("create topics: %w", err)
+	}
+	value := make([]byte, 100)
+	var rs []*kgo.Record
+	for _, t := range names {
+		for p := 0; p < partitions; p++ {
+			for i := 0; i < records; i++ {
+				rs = append(rs, &kgo.Record{Topic: t, Partition: int32(p), Value: value, Timestamp: base.Add(time.Duration(i) * time.Second)})
+			}
+		}
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("produce: %w", err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var gs []string
+	for g := 0; g < groups; g++ {
+		name := fmt.Sprintf("g%04d", g)
+		gs = append(gs, name)
+		os := kadm.Offsets{}
+		for p := 0; p < partitions; p++ {
+			os.Add(kadm.Offset{Topic: names[g%topics], Partition: int32(p), At: rng.Int64N(int64(records - 1)), LeaderEpoch: -1})
+		}
+		if err := adm.CommitAllOffsets(ctx, name, os); err != nil {
+			return nil, fmt.Errorf("commit %s: %w", name, err)
+		}
+	}
+	return gs, nil
+}
+
+// moveCommits moves every partition's commit of groups one record on.
+func moveCommits(ctx context.Context, cl *kgo.Client, groups []string, records, round int) error {
+	adm := kadm.NewClient(cl)
+	fetched := adm.FetchManyOffsets(ctx, groups...)
+	if err := fetched.Error(); err != nil {
+		return fmt.Errorf("fetch offsets: %w", err)
+	}
+	for _, g := range groups {
+		os := kadm.Offsets{}
+		fetched[g].Fetched.Each(func(o kadm.OffsetResponse) {
+			at := o.At + 1
+			if at >= int64(records) {
+				at = int64(round % (records - 1))
+			}
+			os.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1})
+		})
+		if err := adm.CommitAllOffsets(ctx, g, os); err != nil {
+			return fmt.Errorf("commit %s: %w", g, err)
+		}
+	}
+	return nil
+}
