@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -62,7 +64,17 @@ func (b *builder) reconcileAlerts() []Rule {
 			"A reconcile job has not succeeded for three scheduled runs.",
 			fmt.Sprintf("Reconcile job {{ $labels.reconcile }} last succeeded {{ $value | humanizeDuration }} ago; it is scheduled %s, so %d runs in a row failed or never ran. Lost events go unnoticed meanwhile.",
 				quoteSchedule(r.Schedule), reconcileMissedRuns),
-			nil))
+			nil),
+			// A job that ran but never succeeded since the exporter started
+			// has no last success to measure from: its runs still show.
+			b.alert("OutboxReconcileNotSucceeding", SeverityWarning,
+				fmt.Sprintf("max by (job, reconcile) (outbox_reconcile_duration_seconds%s)\nunless on (job, reconcile)\nmax by (job, reconcile) (outbox_reconcile_last_success_timestamp_seconds%s)",
+					b.selector(eq("reconcile", name)), b.selector(eq("reconcile", name))),
+				model.Duration(limit).String(),
+				"A reconcile job has not succeeded for three scheduled runs.",
+				fmt.Sprintf("Reconcile job {{ $labels.reconcile }} has run (the last run took {{ $value | humanizeDuration }}) but has not succeeded since outbox_exporter started, for %d runs of its schedule (%s). Lost events go unnoticed meanwhile.",
+					reconcileMissedRuns, quoteSchedule(r.Schedule)),
+				nil))
 	}
 	return rules
 }

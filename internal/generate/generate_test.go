@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,103 +200,166 @@ func generatedDashboards(t *testing.T) map[string][]byte {
 // generated JSON, and that every query names only exported metrics.
 func TestDashboardsLint(t *testing.T) {
 	known := exportedMetrics(t)
-	uids := map[string]bool{}
+	uids := map[string]string{}
 	for name, raw := range generatedDashboards(t) {
+		for _, p := range lintDashboard(raw, known) {
+			t.Errorf("%s: %s", name, p)
+		}
+		var d struct {
+			UID string `json:"uid"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := uids[d.UID]; dup || d.UID == "" {
+			t.Errorf("%s: uid %q missing or shared with %s", name, d.UID, other)
+		}
+		uids[d.UID] = name
+	}
+}
+
+// TestLintDashboardFindsProblems breaks a generated dashboard in the ways
+// the linter rules forbid and checks that lintDashboard notices each.
+func TestLintDashboardFindsProblems(t *testing.T) {
+	known := exportedMetrics(t)
+	raw := generatedDashboards(t)[DashboardDir+"/outbox-consumers.json"]
+	if p := lintDashboard(raw, known); len(p) > 0 {
+		t.Fatalf("the generated dashboard fails: %v", p)
+	}
+	firstPanel := func(d map[string]any) map[string]any { return panelsOf(d)[0] }
+	for _, c := range []struct {
+		name   string
+		break_ func(d map[string]any)
+		want   string
+	}{
+		{"no description", func(d map[string]any) { delete(firstPanel(d), "description") }, "no description"},
+		{"no unit", func(d map[string]any) {
+			delete(firstPanel(d)["fieldConfig"].(map[string]any)["defaults"].(map[string]any), "unit")
+		}, "has unit"},
+		{"fixed datasource", func(d map[string]any) { firstPanel(d)["datasource"] = map[string]any{"uid": "prom-1"} }, "does not use ${datasource}"},
+		{"job not multi", func(d map[string]any) { variable(d, "job")["multi"] = false }, "template-job-rule"},
+		{"instance all value", func(d map[string]any) { variable(d, "instance")["allValue"] = "" }, "template-instance-rule"},
+		{"no datasource variable", func(d map[string]any) { variable(d, "datasource")["name"] = "ds" }, "no datasource variable"},
+		{"editable", func(d map[string]any) { d["editable"] = true }, "editable"},
+		{"raw counter", func(d map[string]any) {
+			firstPanel(d)["targets"].([]any)[0].(map[string]any)["expr"] = `outbox_audit_duplicates_total{job=~"$job", instance=~"$instance"}`
+		}, "outside rate()"},
+	} {
 		var d map[string]any
 		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatal(err)
 		}
-		fail := func(format string, args ...any) {
-			t.Helper()
-			t.Errorf(name+": "+format, args...)
+		c.break_(d)
+		broken, _ := json.Marshal(d)
+		if p := lintDashboard(broken, known); !strings.Contains(strings.Join(p, "\n"), c.want) {
+			t.Errorf("%s: got %q, want a problem containing %q", c.name, p, c.want)
 		}
-		uid, _ := d["uid"].(string)
-		if uid == "" || uids[uid] {
-			fail("uid %q missing or not unique", uid)
-		}
-		uids[uid] = true
-		if d["editable"] != false {
-			fail("dashboard is editable")
-		}
+	}
+}
 
-		// template-datasource-rule, template-job-rule, template-instance-rule.
-		vars := map[string]map[string]any{}
-		tmpl, _ := d["templating"].(map[string]any)
-		list, _ := tmpl["list"].([]any)
-		for _, v := range list {
-			m, _ := v.(map[string]any)
-			n, _ := m["name"].(string)
-			vars[n] = m
+func variable(d map[string]any, name string) map[string]any {
+	for _, v := range d["templating"].(map[string]any)["list"].([]any) {
+		if m := v.(map[string]any); m["name"] == name {
+			return m
 		}
-		if ds := vars["datasource"]; ds == nil || ds["type"] != "datasource" || ds["query"] != "prometheus" || ds["label"] != "Data source" {
-			fail("no datasource variable named datasource of type prometheus labelled Data source: %v", ds)
-		}
-		for _, label := range []string{"job", "instance"} {
-			v := vars[label]
-			if v == nil {
-				fail("no %s variable", label)
-				continue
-			}
-			dsRef, _ := v["datasource"].(map[string]any)
-			if v["type"] != "query" || v["label"] != label || v["multi"] != true || v["includeAll"] != true || v["allValue"] != ".+" || dsRef["uid"] != "${datasource}" {
-				fail("variable %s does not follow template-%s-rule: %v", label, label, v)
-			}
-			if v["refresh"] != float64(dashboard.VariableRefreshOnTimeRangeChanged) {
-				fail("variable %s is not refreshed on time range change", label)
-			}
-			q, _ := v["query"].(string)
-			sm := labelValuesRe.FindStringSubmatch(q)
-			if sm == nil || sm[2] != label {
-				fail("variable %s query %q is not label_values(selector, %s)", label, q, label)
-				continue
-			}
-			for _, p := range checkExpr(dashboardVars.Replace(sm[1]), known, exprRules{}) {
-				fail("variable %s query %q %s", label, q, p)
-			}
-		}
+	}
+	return map[string]any{}
+}
 
-		panels := panelsOf(d)
-		if len(panels) == 0 {
-			fail("no panels")
+// lintDashboard returns what in a dashboard's JSON breaks the rules of
+// grafana/dashboard-linter (template-datasource-rule, template-job-rule,
+// template-instance-rule, template-label-promql-rule,
+// template-on-time-change-reload-rule, panel-datasource-rule,
+// panel-title-description-rule, panel-units-rule, target-promql-rule,
+// target-rate-interval-rule, target-job-rule, target-instance-rule,
+// target-counter-agg-rule, uneditable-dashboard), and queries that name
+// metrics the exporter does not export.
+func lintDashboard(raw []byte, known *metricSet) []string {
+	var probs []string
+	fail := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	var d map[string]any
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return []string{err.Error()}
+	}
+	if d["editable"] != false {
+		fail("dashboard is editable")
+	}
+	vars := map[string]map[string]any{}
+	tmpl, _ := d["templating"].(map[string]any)
+	list, _ := tmpl["list"].([]any)
+	for _, v := range list {
+		m, _ := v.(map[string]any)
+		n, _ := m["name"].(string)
+		vars[n] = m
+	}
+	if ds := vars["datasource"]; ds == nil || ds["type"] != "datasource" || ds["query"] != "prometheus" || ds["label"] != "Data source" {
+		fail("no datasource variable named datasource of type prometheus labelled Data source: %v", ds)
+	}
+	for _, label := range []string{"job", "instance"} {
+		v := vars[label]
+		if v == nil {
+			fail("no %s variable", label)
+			continue
 		}
-		ids := map[float64]bool{}
-		for _, p := range panels {
-			title, _ := p["title"].(string)
-			if title == "" {
-				fail("a panel has no title")
+		dsRef, _ := v["datasource"].(map[string]any)
+		if v["type"] != "query" || v["label"] != label || v["multi"] != true || v["includeAll"] != true || v["allValue"] != ".+" || dsRef["uid"] != "${datasource}" {
+			fail("variable %s does not follow template-%s-rule: %v", label, label, v)
+		}
+		if v["refresh"] != float64(dashboard.VariableRefreshOnTimeRangeChanged) {
+			fail("variable %s is not refreshed on time range change", label)
+		}
+		q, _ := v["query"].(string)
+		sm := labelValuesRe.FindStringSubmatch(q)
+		if sm == nil || sm[2] != label {
+			fail("variable %s query %q is not label_values(selector, %s)", label, q, label)
+			continue
+		}
+		for _, p := range checkExpr(dashboardVars.Replace(sm[1]), known, exprRules{}) {
+			fail("variable %s query %q %s", label, q, p)
+		}
+	}
+	panels := panelsOf(d)
+	if len(panels) == 0 {
+		fail("no panels")
+	}
+	ids := map[float64]bool{}
+	for _, p := range panels {
+		title, _ := p["title"].(string)
+		if title == "" {
+			fail("a panel has no title")
+		}
+		if desc, _ := p["description"].(string); desc == "" {
+			fail("panel %q has no description", title)
+		}
+		id, _ := p["id"].(float64)
+		if id == 0 || ids[id] {
+			fail("panel %q id %v missing or repeated", title, p["id"])
+		}
+		ids[id] = true
+		fc, _ := p["fieldConfig"].(map[string]any)
+		defaults, _ := fc["defaults"].(map[string]any)
+		if unit, _ := defaults["unit"].(string); !grafanaUnits[unit] {
+			fail("panel %q has unit %q", title, unit)
+		}
+		if ds, _ := p["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
+			fail("panel %q does not use ${datasource}: %v", title, p["datasource"])
+		}
+		targets, _ := p["targets"].([]any)
+		if len(targets) == 0 {
+			fail("panel %q has no queries", title)
+		}
+		for _, tg := range targets {
+			m, _ := tg.(map[string]any)
+			if ds, _ := m["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
+				fail("panel %q query %v does not use ${datasource}", title, m["refId"])
 			}
-			if desc, _ := p["description"].(string); desc == "" {
-				fail("panel %q has no description", title)
-			}
-			id, _ := p["id"].(float64)
-			if id == 0 || ids[id] {
-				fail("panel %q id %v missing or repeated", title, p["id"])
-			}
-			ids[id] = true
-			fc, _ := p["fieldConfig"].(map[string]any)
-			defaults, _ := fc["defaults"].(map[string]any)
-			if unit, _ := defaults["unit"].(string); !grafanaUnits[unit] {
-				fail("panel %q has unit %q", title, unit)
-			}
-			if ds, _ := p["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
-				fail("panel %q does not use ${datasource}: %v", title, p["datasource"])
-			}
-			targets, _ := p["targets"].([]any)
-			if len(targets) == 0 {
-				fail("panel %q has no queries", title)
-			}
-			for _, tg := range targets {
-				m, _ := tg.(map[string]any)
-				if ds, _ := m["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
-					fail("panel %q query %v does not use ${datasource}", title, m["refId"])
-				}
-				expr, _ := m["expr"].(string)
-				for _, prob := range checkExpr(expr, known, exprRules{dashboard: true}) {
-					fail("panel %q query %v %s:\n%s", title, m["refId"], prob, expr)
-				}
+			expr, _ := m["expr"].(string)
+			for _, prob := range checkExpr(expr, known, exprRules{dashboard: true}) {
+				fail("panel %q query %v %s:\n%s", title, m["refId"], prob, expr)
 			}
 		}
 	}
+	return probs
 }
 
 // TestDashboardsRoundTrip loads each generated dashboard back with the
