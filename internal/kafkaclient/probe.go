@@ -289,11 +289,10 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.P
 	i := sort.Search(len(rest), func(i int) bool { return rest[i] >= next })
 	s.carried = append([]int64(nil), rest[:i]...)
 	s.pending = append([]int64(nil), rest[i:]...)
-	if len(s.carried) > 0 && next >= stable {
-		for _, c := range s.carried {
-			out[Want{Topic: s.topic, Partition: s.part, From: c}] = lag.Probe{From: c, Next: next, Stable: stable}
-		}
-		s.carried = nil
+	if next >= stable {
+		// Nothing more is readable: the rest have no data record.
+		s.finish(next, stable, out)
+		return
 	}
 	switch {
 	case len(s.carried) > 0:
