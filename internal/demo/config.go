@@ -79,13 +79,13 @@ audit:
     event_id: header:event_id
     sample: 1.0
     grace: %s
-    window: 1h
+    window: %s
 `,
 		q(dsn),
 		q("status = 'PENDING' AND last_error LIKE '"+unknownResultPrefix+"%'"),
 		dur(o.OutboxDeadline),
 		list(brokers), GroupSearchIndex, GroupNotify, q(o.Topic), dur(o.GroupDeadline), GroupNotify, dur(o.NotifyDeadline),
 		q(o.ReconcileSchedule), dur(o.ReconcileGrace),
-		q(o.Topic), dur(o.AuditGrace))
+		q(o.Topic), dur(o.AuditGrace), dur(o.AuditWindow))
 	return []byte(b.String())
 }

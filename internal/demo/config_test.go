@@ -35,7 +35,7 @@ func TestConfigYAMLParses(t *testing.T) {
 		t.Fatalf("reconcile search_index: %+v", r)
 	}
 	a := cfg.Audit["messages"]
-	if a == nil || a.Sample != 1.0 || a.Grace != 15*time.Second || a.EventID != "header:event_id" || len(a.Topics) != 1 || a.Topics[0] != "messages" {
+	if a == nil || a.Sample != 1.0 || a.Grace != 15*time.Second || a.Window != 10*time.Minute || a.EventID != "header:event_id" || len(a.Topics) != 1 || a.Topics[0] != "messages" {
 		t.Fatalf("audit messages: %+v", a)
 	}
 }

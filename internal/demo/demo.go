@@ -71,7 +71,9 @@ type Options struct {
 	// another relay takes the row back. Default 30s.
 	ReclaimAfter time.Duration
 	// UnknownBackoff is the wait before retrying a publish whose result is
-	// unknown. Default 45s.
+	// unknown. Default 75s: long enough for the audit (20s time buckets of
+	// a 10m window, 15s grace, a comparison every 30s) to see the row
+	// unmarked while its event is on the topic.
 	UnknownBackoff time.Duration
 	// MaxAttempts before a row is ABANDONED. Default 5.
 	MaxAttempts int
@@ -91,6 +93,10 @@ type Options struct {
 	ReconcileGrace time.Duration
 	// AuditGrace of the outbox audit. Default 15s.
 	AuditGrace time.Duration
+	// AuditWindow of the outbox audit. Default 10m: the audit places a
+	// record in one of 30 time buckets per window, so a shorter window
+	// judges an unmarked row sooner.
+	AuditWindow time.Duration
 
 	// Out receives the announcements for the person watching. Default
 	// io.Discard.
@@ -127,13 +133,14 @@ func (o *Options) setDefaults() {
 	def(&o.PollInterval, 200*time.Millisecond)
 	def(&o.LeaseTTL, 15*time.Second)
 	def(&o.ReclaimAfter, 30*time.Second)
-	def(&o.UnknownBackoff, 45*time.Second)
+	def(&o.UnknownBackoff, 75*time.Second)
 	def(&o.OutboxDeadline, 30*time.Second)
 	def(&o.GroupDeadline, time.Minute)
 	def(&o.NotifyDeadline, 30*time.Second)
 	def(&o.StallFor, o.NotifyDeadline+time.Minute)
 	def(&o.ReconcileGrace, 20*time.Second)
 	def(&o.AuditGrace, 15*time.Second)
+	def(&o.AuditWindow, 10*time.Minute)
 	if o.ReconcileSchedule == "" {
 		o.ReconcileSchedule = "@every 30s"
 	}
