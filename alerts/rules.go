@@ -57,9 +57,11 @@ func Build(cfg *config.Config) (File, error) {
 	}
 	b := &builder{cfg: cfg, sel: strings.TrimSpace(cfg.Alerting.Selector)}
 	f := File{Groups: []Group{
-		{Name: "outbox-slo.rules", Rules: b.sloRecords()},
+		// The burn-rate alerts sit in the group of the recording rules
+		// they read: rules of one group run in order on the same
+		// evaluation, so the alerts see this evaluation's ratios.
+		{Name: "outbox-slo", Rules: append(b.sloRecords(), b.sloAlerts()...)},
 		{Name: "outbox.alerts", Rules: b.outboxAlerts()},
-		{Name: "outbox-slo.alerts", Rules: b.sloAlerts()},
 		{Name: "outbox-consumer.alerts", Rules: b.consumerAlerts()},
 		{Name: "outbox-reconcile.alerts", Rules: b.reconcileAlerts()},
 		{Name: "outbox-audit.alerts", Rules: b.auditAlerts()},
