@@ -258,12 +258,12 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		topic string
 		parts []partPlan
 	}
-	// miss is a partition whose probe is not cached: read from want,
+	// miss is a partition whose probe is not cached: read as wants[want],
 	// then cached under key (continuing cont when it is a continuation).
 	type miss struct {
 		pp   *partPlan
 		key  probeKey
-		want kafkaclient.Want
+		want int
 		cont *cachedProbe
 	}
 	c.gen++
@@ -271,8 +271,21 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		plans   = make([]topicPlan, 0, len(states))
 		misses  []miss
 		wants   []kafkaclient.Want
-		wantSet = map[probeKey]bool{}
+		wantIdx = map[probeKey]int{}
 	)
+	cold := len(c.probes) == 0
+	if cold {
+		// The first collection misses everywhere: size for it.
+		n := 0
+		for _, g := range states {
+			for _, t := range groupTopics[g.name] {
+				n += len(ends[t])
+			}
+		}
+		misses = make([]miss, 0, n)
+		wantIdx = make(map[probeKey]int, n)
+		c.probes = make(map[probeKey]*cachedProbe, n)
+	}
 	for _, g := range states {
 		for _, t := range groupTopics[g.name] {
 			td, ok := meta[t]
@@ -313,7 +326,7 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 					continue
 				}
 				key := probeKey{tid, p, from}
-				want := kafkaclient.Want{Topic: t, Partition: p, From: from}
+				read := from
 				cp := c.probes[key]
 				switch {
 				case cp != nil && cp.probe.Usable(end):
@@ -323,32 +336,46 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 				case cp != nil:
 					// Records were appended after a stretch of markers:
 					// read on from where the last read stopped.
-					want.From = cp.probe.Next
+					read = cp.probe.Next
 				}
-				misses = append(misses, miss{pp: pp, key: key, want: want, cont: cp})
-				if wk := (probeKey{tid, p, want.From}); !wantSet[wk] {
-					wantSet[wk] = true
-					wants = append(wants, want)
+				wk := probeKey{tid, p, read}
+				wi, ok := wantIdx[wk]
+				if !ok {
+					wi = len(wants)
+					wantIdx[wk] = wi
+					wants = append(wants, kafkaclient.Want{Topic: t, Partition: p, From: read})
 				}
+				misses = append(misses, miss{pp: pp, key: key, want: wi, cont: cp})
 			}
 		}
 	}
 	if len(wants) > 0 {
-		read, err := c.prober.Read(ctx, meta, wants)
+		probes, ok, err := c.prober.Read(ctx, meta, wants)
 		if err != nil {
 			partial = append(partial, err)
 		}
-		for _, m := range misses {
-			pr, ok := read[m.want]
-			if !ok {
+		// A cold cache takes its entries from one slab. Later misses
+		// are few and allocated one by one, so that a long-lived entry
+		// does not keep a whole later slab alive.
+		var slab []cachedProbe
+		if cold {
+			slab = make([]cachedProbe, len(misses))
+		}
+		for i, m := range misses {
+			if !ok[m.want] {
 				continue
 			}
+			pr := probes[m.want]
 			if m.cont != nil {
 				pr = m.cont.probe.Continue(pr)
 			}
 			cp := c.probes[m.key]
 			if cp == nil || cp == m.cont {
-				cp = &cachedProbe{}
+				if cold {
+					cp = &slab[i]
+				} else {
+					cp = new(cachedProbe)
+				}
 				c.probes[m.key] = cp
 			}
 			cp.probe, cp.gen = pr, c.gen

@@ -38,7 +38,7 @@ var decompressor = kgo.DefaultDecompressor()
 // fields needed are read, and a batch's records are decoded only when an
 // asked offset falls in it, with no allocation per record: probing a
 // partition costs about what it costs the broker to send it.
-func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []int64, found func(ask, offset, millis int64)) (answered int, next int64, err error) {
+func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []ask, found func(a ask, offset, millis int64)) (answered int, next int64, err error) {
 	next = cursor
 	aborted := abortedByProducer(rp.AbortedTransactions)
 	in := rp.RecordBatches
@@ -73,7 +73,7 @@ func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []int64, foun
 			}
 		case attrs&attrTxn != 0 && len(aborted[pid]) > 0 && first >= aborted[pid][0]:
 			// An aborted transaction's records.
-		case answered < len(asks) && asks[answered] <= last:
+		case answered < len(asks) && asks[answered].off <= last:
 			firstTime := int64(binary.BigEndian.Uint64(batch[offFirstTime:]))
 			maxTime := int64(binary.BigEndian.Uint64(batch[offMaxTime:]))
 			n := int(int32(binary.BigEndian.Uint32(batch[offNumRecords:])))
@@ -86,7 +86,7 @@ func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []int64, foun
 				if attrs&attrLogAppend != 0 {
 					ts = maxTime
 				}
-				for answered < len(asks) && asks[answered] <= offset {
+				for answered < len(asks) && asks[answered].off <= offset {
 					found(asks[answered], offset, ts)
 					answered++
 				}

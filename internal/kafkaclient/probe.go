@@ -55,22 +55,41 @@ type partState struct {
 	id      kadm.TopicID
 	part    int32
 	leader  int32
-	pending []int64 // sorted, unanswered offsets
+	pending []ask // sorted by offset, unanswered
 	// carried are asked offsets below cursor whose range up to cursor
 	// held no data: they share the answer of cursor.
-	carried []int64
+	carried []ask
 	cursor  int64
 	empties int // consecutive rounds that returned nothing
 	err     error
 }
 
-// Read returns, for every want it could answer, what reading the partition
-// from that offset found. Partitions it could not read are missing from the
-// result and their errors are joined in the returned error; the others are
-// still answered. meta must hold the leaders and topic IDs of the wanted
-// partitions. Read returns by ctx's deadline.
-func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want) (map[Want]lag.Probe, error) {
-	out := make(map[Want]lag.Probe, len(wants))
+// ask is one asked offset and the index of its want.
+type ask struct {
+	off int64
+	idx int
+}
+
+// answers holds Read's results by want index. Each index is written by
+// the one partition state holding it, so brokers' goroutines write
+// without a lock.
+type answers struct {
+	probes []lag.Probe
+	ok     []bool
+}
+
+func (a answers) set(x ask, pr lag.Probe) {
+	pr.From = x.off
+	a.probes[x.idx], a.ok[x.idx] = pr, true
+}
+
+// Read returns what reading each want's partition from its offset found:
+// probes[i] answers wants[i] when ok[i]. Partitions it could not read are
+// left unanswered and their errors joined in the returned error; the
+// others are still answered. meta must hold the leaders and topic IDs of
+// the wanted partitions. Read returns by ctx's deadline.
+func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want) (probes []lag.Probe, ok []bool, err error) {
+	out := answers{probes: make([]lag.Probe, len(wants)), ok: make([]bool, len(wants))}
 	states, errs := plan(meta, wants)
 	for round := 0; round < maxRounds && len(states) > 0; round++ {
 		if err := ctx.Err(); err != nil {
@@ -92,7 +111,7 @@ func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want)
 	if len(states) > 0 && ctx.Err() == nil {
 		errs = append(errs, fmt.Errorf("read oldest records: %d partitions unanswered after %d rounds", len(states), maxRounds))
 	}
-	return out, errors.Join(errs...)
+	return out.probes, out.ok, errors.Join(errs...)
 }
 
 // plan groups wants by partition.
@@ -104,7 +123,7 @@ func plan(meta kadm.TopicDetails, wants []Want) ([]*partState, []error) {
 	byTP := map[tp]*partState{}
 	var errs []error
 	var states []*partState
-	for _, w := range wants {
+	for i, w := range wants {
 		k := tp{w.Topic, w.Partition}
 		s := byTP[k]
 		if s == nil {
@@ -122,36 +141,22 @@ func plan(meta kadm.TopicDetails, wants []Want) ([]*partState, []error) {
 		if s.err != nil {
 			continue
 		}
-		s.pending = append(s.pending, w.From)
+		s.pending = append(s.pending, ask{off: w.From, idx: i})
 	}
 	for _, s := range states {
-		sort.Slice(s.pending, func(i, j int) bool { return s.pending[i] < s.pending[j] })
-		s.pending = compact(s.pending)
-		s.cursor = s.pending[0]
+		sort.Slice(s.pending, func(i, j int) bool { return s.pending[i].off < s.pending[j].off })
+		s.cursor = s.pending[0].off
 	}
 	return states, errs
 }
 
-func compact(xs []int64) []int64 {
-	out := xs[:0]
-	for i, x := range xs {
-		if i == 0 || x != xs[i-1] {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 // round sends one Fetch per leader broker and folds the answers in.
-func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]lag.Probe) {
+func (p *Prober) round(ctx context.Context, states []*partState, out answers) {
 	byLeader := map[int32][]*partState{}
 	for _, s := range states {
 		byLeader[s.leader] = append(byLeader[s.leader], s)
 	}
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
+	var wg sync.WaitGroup
 	for leader, ss := range byLeader {
 		wg.Add(1)
 		go func(leader int32, ss []*partState) {
@@ -200,8 +205,8 @@ func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]la
 				}
 				return
 			}
-			// Decode outside the lock: the brokers' answers are decoded
-			// in parallel; each touches only its own partitions.
+			// The brokers' answers are decoded in parallel; each touches
+			// only its own partitions.
 			type tp struct {
 				t string
 				p int32
@@ -212,7 +217,6 @@ func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]la
 				byTP[tp{s.topic, s.part}] = s
 				idName[s.id] = s.topic
 			}
-			local := map[Want]lag.Probe{}
 			resp := kresp.(*kmsg.FetchResponse)
 			for i := range resp.Topics {
 				rt := &resp.Topics[i]
@@ -224,18 +228,13 @@ func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]la
 					rp := &rt.Partitions[j]
 					if s := byTP[tp{name, rp.Partition}]; s != nil {
 						delete(byTP, tp{name, rp.Partition})
-						fold(s, rp, local)
+						fold(s, rp, out)
 					}
 				}
 			}
 			for _, s := range byTP {
 				s.empties++ // not in the answer
 			}
-			mu.Lock()
-			for w, pr := range local {
-				out[w] = pr
-			}
-			mu.Unlock()
 		}(leader, ss)
 	}
 	wg.Wait()
@@ -243,7 +242,7 @@ func (p *Prober) round(ctx context.Context, states []*partState, out map[Want]la
 
 // fold takes one partition's fetch answer into its state and answers the
 // offsets it settles.
-func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.Probe) {
+func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out answers) {
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case errors.Is(err, kerr.OffsetOutOfRange) && s.cursor < rp.LogStartOffset:
 		// Retention deleted the asked offsets: the oldest record left
@@ -263,10 +262,8 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.P
 	}
 	// Every asked offset, carried ones (below the cursor) first.
 	asks := append(s.carried, s.pending...)
-	answered, next, err := scan(rp, s.cursor, asks, func(ask, offset, millis int64) {
-		out[Want{Topic: s.topic, Partition: s.part, From: ask}] = lag.Probe{
-			From: ask, Next: offset + 1, Stable: stable, Found: true, Offset: offset, Timestamp: time.UnixMilli(millis),
-		}
+	answered, next, err := scan(rp, s.cursor, asks, func(a ask, offset, millis int64) {
+		out.set(a, lag.Probe{Next: offset + 1, Stable: stable, Found: true, Offset: offset, Timestamp: time.UnixMilli(millis)})
 	})
 	if err != nil {
 		s.err = fmt.Errorf("decode %s/%d at %d: %w", s.topic, s.part, s.cursor, err)
@@ -286,9 +283,9 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.P
 	}
 	s.empties = 0
 	// Unanswered offsets below next had no data record up to next.
-	i := sort.Search(len(rest), func(i int) bool { return rest[i] >= next })
-	s.carried = append([]int64(nil), rest[:i]...)
-	s.pending = append([]int64(nil), rest[i:]...)
+	i := sort.Search(len(rest), func(i int) bool { return rest[i].off >= next })
+	s.carried = append([]ask(nil), rest[:i]...)
+	s.pending = append([]ask(nil), rest[i:]...)
 	if next >= stable {
 		// Nothing more is readable: the rest have no data record.
 		s.finish(next, stable, out)
@@ -298,13 +295,13 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out map[Want]lag.P
 	case len(s.carried) > 0:
 		s.cursor = next
 	case len(s.pending) > 0:
-		s.cursor = s.pending[0]
+		s.cursor = s.pending[0].off
 	}
 }
 
 // carry moves the cursor to at, carrying every pending offset below it.
 func (s *partState) carry(at int64) {
-	for len(s.pending) > 0 && s.pending[0] < at {
+	for len(s.pending) > 0 && s.pending[0].off < at {
 		s.carried = append(s.carried, s.pending[0])
 		s.pending = s.pending[1:]
 	}
@@ -313,9 +310,9 @@ func (s *partState) carry(at int64) {
 
 // finish answers every offset still asked: nothing can be read at or
 // after next, so none has a data record before it.
-func (s *partState) finish(next, stable int64, out map[Want]lag.Probe) {
-	for _, o := range append(s.carried, s.pending...) {
-		out[Want{Topic: s.topic, Partition: s.part, From: o}] = lag.Probe{From: o, Next: max(o, next), Stable: stable}
+func (s *partState) finish(next, stable int64, out answers) {
+	for _, a := range append(s.carried, s.pending...) {
+		out.set(a, lag.Probe{Next: max(a.off, next), Stable: stable})
 	}
 	s.carried, s.pending = nil, nil
 }

@@ -61,6 +61,21 @@ func metadata(t *testing.T, adm *kadm.Client, topics ...string) kadm.TopicDetail
 	return m.Topics
 }
 
+// answered indexes Read's answers by want.
+func answered(t *testing.T, wants []Want, probes []lag.Probe, ok []bool) map[Want]lag.Probe {
+	t.Helper()
+	if len(probes) != len(wants) || len(ok) != len(wants) {
+		t.Fatalf("%d probes, %d oks for %d wants", len(probes), len(ok), len(wants))
+	}
+	m := map[Want]lag.Probe{}
+	for i, w := range wants {
+		if ok[i] {
+			m[w] = probes[i]
+		}
+	}
+	return m
+}
+
 func checkFound(t *testing.T, got map[Want]lag.Probe, w Want, offset int64) {
 	t.Helper()
 	pr, ok := got[w]
@@ -100,10 +115,11 @@ func TestReadEveryCodec(t *testing.T) {
 	_, adm := client(t, k)
 	rcl, _ := client(t, k)
 	p := NewProber(rcl)
-	got, err := p.Read(testCtx(t), metadata(t, adm, topics...), wants)
+	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, topics...), wants)
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
+	got := answered(t, wants, probes, ok)
 	for _, w := range wants {
 		if w.From == 50 {
 			pr, ok := got[w]
@@ -142,10 +158,11 @@ func TestReadAfterRetentionAndLargeBatches(t *testing.T) {
 	rcl, _ := client(t, k)
 	p := NewProber(rcl)
 	wants := []Want{{"big", 0, 3}, {"big", 0, 14}, {"big", 1, 1}, {"big", 2, 2}}
-	got, err := p.Read(testCtx(t), metadata(t, adm, "big"), wants)
+	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, "big"), wants)
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
+	got := answered(t, wants, probes, ok)
 	checkFound(t, got, Want{"big", 0, 3}, 12)
 	checkFound(t, got, Want{"big", 0, 14}, 14)
 	checkFound(t, got, Want{"big", 1, 1}, 1)
@@ -165,7 +182,12 @@ func TestReadUnknownPartition(t *testing.T) {
 	produce(t, cl, "t", 0, 5, 5, 10)
 	rcl, _ := client(t, k)
 	p := NewProber(rcl)
-	got, err := p.Read(testCtx(t), metadata(t, adm, "t"), []Want{{"t", 0, 2}, {"t", 7, 0}, {"missing", 0, 0}})
+	wants := []Want{{"t", 0, 2}, {"t", 7, 0}, {"missing", 0, 0}, {"t", 0, 2}}
+	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, "t"), wants)
+	got := answered(t, wants, probes, ok)
+	if !ok[3] || probes[3] != probes[0] {
+		t.Fatal("a repeated want is answered too")
+	}
 	if err == nil {
 		t.Fatal("want an error for partitions without a leader")
 	}
