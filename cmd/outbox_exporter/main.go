@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/demo"
 	"github.com/outbox-exporter/outbox_exporter/internal/server"
 )
 
@@ -52,6 +53,7 @@ type cli struct {
 	generateOut     string
 	demoBrokers     []string
 	demoFaultEvery  time.Duration
+	demoWeb         *web.FlagConfig
 }
 
 // exitCode carries kingpin's requested exit (after --help or --version)
@@ -86,8 +88,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 
 	check := a.Command("check", "Validate the configuration, connect, and verify tables, columns, types and indexes.")
 
+	rec := a.Command("reconcile", "Run reconcile now and print findings; exit 0 no gaps, 1 gaps found, 2 error.")
+	rec.Flag("job", "Run only this job (default: every job).").StringVar(&c.reconcileJob)
+	rec.Flag("full", "Sweep the whole key space instead of the window.").BoolVar(&c.reconcileFull)
+	rec.Flag("format", "Output format: text or json.").Default("text").EnumVar(&c.reconcileFormat, "text", "json")
+
 	gen := a.Command("generate", "Write Grafana dashboards (JSON) and Prometheus rule files (YAML) made for the configuration.")
 	gen.Flag("out", "Directory to write into.").Required().StringVar(&c.generateOut)
+
+	dem := a.Command("demo", "Run a self-contained outbox pipeline with scripted faults, and the exporter on it.")
+	c.demoWeb = kingpinflag.AddFlags(dem, "127.0.0.1:9899")
+	dem.Flag("kafka.brokers", "Use this Kafka cluster instead of the in-process one (repeatable).").StringsVar(&c.demoBrokers)
+	dem.Flag("demo.fault-every", "Pause between scripted faults; 0 turns them off.").Default(demo.DefaultFaultEvery.String()).DurationVar(&c.demoFaultEvery)
 
 	cmd, err := a.Parse(args)
 	if err != nil {
@@ -97,6 +109,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	c.log.Writer = stderr
 	logger := promslog.New(c.log)
 
+	if cmd == dem.FullCommand() {
+		// The demo writes its own configuration.
+		if c.telemetryPath == "" {
+			c.telemetryPath = "/metrics"
+		}
+		if c.scrapeTimeout == 0 {
+			c.scrapeTimeout = 10 * time.Second
+		}
+		return c.demoCmd(ctx, stdout, logger)
+	}
 	if c.configFile == "" {
 		fmt.Fprintln(stderr, "outbox_exporter: --config.file is required")
 		return 2
@@ -104,6 +126,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	switch cmd {
 	case serve.FullCommand():
 		return c.serve(ctx, logger)
+	case rec.FullCommand():
+		return c.reconcileCmd(ctx, stdout, stderr, logger)
 	case gen.FullCommand():
 		return c.generateCmd(stdout, stderr)
 	case check.FullCommand():

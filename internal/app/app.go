@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/reconcile"
 )
 
 // App is the running form of one configuration.
@@ -24,6 +25,9 @@ type App struct {
 	Pools    map[string]*pgxpool.Pool
 	Exporter *collectors.Exporter
 	Audits   map[string]*audit.Auditor
+	// Reconcile runs the reconcile jobs; it has no jobs when none are
+	// configured.
+	Reconcile *reconcile.Scheduler
 
 	logger  *slog.Logger
 	closers []func()
@@ -71,6 +75,14 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 		a.closers = append(a.closers, au.Close)
 		cs = append(cs, collectors.NewAudit(au))
 	}
+	sched, err := reconcile.New(cfg, a.Pools, logger)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	a.Reconcile = sched
+	a.closers = append(a.closers, sched.Stop)
+	cs = append(cs, sched.Collectors()...)
 	a.Exporter = collectors.NewExporter(logger, cs...)
 	return a, nil
 }
@@ -82,6 +94,7 @@ func (a *App) Start(ctx context.Context) {
 	for _, name := range sorted(a.Audits) {
 		a.Audits[name].Start(ctx)
 	}
+	a.Reconcile.Start()
 }
 
 // Stuck returns the oldest unpublished rows of a configured outbox.

@@ -162,7 +162,7 @@ func (s *Server) pageData(r *http.Request) pageData {
 		RunbookURL: "https://github.com/outbox-exporter/outbox_exporter/blob/main/deploy/runbook.md",
 		ReloadOK:   testutilGauge(s.reloadOK) == 1,
 		HistoryNote: fmt.Sprintf("Trends: the last %s, one point per %s, kept in memory.",
-			time.Duration(s.rec.history.Points)*s.rec.history.Step, s.rec.history.Step),
+			fmtSeconds((time.Duration(s.rec.history.Points) * s.rec.history.Step).Seconds()), fmtSeconds(s.rec.history.Step.Seconds())),
 	}
 	a := s.App()
 	if a != nil && a.Config.Alerting.RunbookURL != "" {
@@ -321,7 +321,7 @@ func fmtSeconds(sec float64) string {
 	case d < time.Hour:
 		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
 	default:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		return strings.TrimSuffix(strings.TrimSuffix(d.Round(time.Minute).String(), "0s"), "0m")
 	}
 }
 

@@ -22,6 +22,14 @@ const (
 
 func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/stuck", s.serveStuck)
+	mux.HandleFunc("GET /api/v1/reconcile", func(w http.ResponseWriter, r *http.Request) {
+		a := s.App()
+		if a == nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
+			return
+		}
+		a.Reconcile.Handler().ServeHTTP(w, r)
+	})
 	mux.Handle("GET /api/v1/audit", audit.Handler(func(name string) *audit.Auditor {
 		if a := s.App(); a != nil {
 			return a.Audits[name]
@@ -92,5 +100,28 @@ func (s *Server) stuckRows(r *http.Request, outbox string) ([]StuckView, string)
 
 // reconcileFindings returns the first findings of a job's last run.
 func (s *Server) reconcileFindings(job string, n int) []FindingView {
-	return nil
+	a := s.App()
+	if a == nil {
+		return nil
+	}
+	last := a.Reconcile.Last(job)
+	if last == nil {
+		return nil
+	}
+	var out []FindingView
+	for _, f := range last.Findings {
+		if len(out) == n {
+			break
+		}
+		out = append(out, FindingView{Key: f.Key, Kind: string(f.Kind), AuthorityVersion: fmtVersion(f.AuthorityVersion),
+			TargetVersion: fmtVersion(f.TargetVersion), OutboxState: f.OutboxState})
+	}
+	return out
+}
+
+func fmtVersion(v *int64) string {
+	if v == nil {
+		return "—"
+	}
+	return strconv.FormatInt(*v, 10)
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/demo"
+	"github.com/outbox-exporter/outbox_exporter/internal/server"
+)
+
+// demoCmd runs a self-contained pipeline with scripted faults and the
+// exporter on it, until interrupted.
+func (c *cli) demoCmd(ctx context.Context, stdout io.Writer, logger *slog.Logger) int {
+	say := func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
+	say("Starting the demo pipeline: PostgreSQL (DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster), Kafka (in-process unless --kafka.brokers), writers, relays and consumers...")
+	p, err := demo.Start(ctx, demo.Options{
+		DatabaseURL:  os.Getenv("DATABASE_URL"),
+		KafkaBrokers: c.demoBrokers,
+		FaultEvery:   c.demoFaultEvery,
+		Out:          stdout,
+	}, logger.With("part", "demo"))
+	if err != nil {
+		logger.Error("demo pipeline did not start", "err", err)
+		return 1
+	}
+	defer p.Close()
+
+	dir, err := os.MkdirTemp("", "outbox-demo-")
+	if err != nil {
+		logger.Error("demo config dir", "err", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cfgFile := filepath.Join(dir, "outbox_exporter.yml")
+	if err := os.WriteFile(cfgFile, p.ConfigYAML(), 0o600); err != nil {
+		logger.Error("write demo config", "err", err)
+		return 1
+	}
+	srv, err := server.New(ctx, server.Options{ConfigFile: cfgFile, TelemetryPath: c.telemetryPath, ScrapeTimeout: c.scrapeTimeout, TimeoutOffset: c.timeoutOffset, Logger: logger})
+	if err != nil {
+		logger.Error("exporter did not start on the demo", "err", err)
+		return 1
+	}
+	defer srv.Close()
+
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(httpSrv, c.demoWeb, logger) }()
+
+	base := "http://" + displayAddr((*c.demoWeb.WebListenAddresses)[0])
+	say("")
+	say("The exporter is watching the demo pipeline. Open:")
+	say("  %s/                       the on-call page: every outbox, group, reconcile job and audit against its deadline", base)
+	say("  %s%s                 the metrics Prometheus scrapes", base, c.telemetryPath)
+	say("  %s/api/v1/stuck?outbox=messages   the oldest unpublished rows", base)
+	say("  %s/api/v1/reconcile?job=search_index   the last reconcile findings", base)
+	say("  %s/api/v1/audit?outbox=messages   the publish audit's findings", base)
+	say("The exporter's config is %s; generate dashboards and rules for it with:", cfgFile)
+	say("  outbox_exporter generate --config.file=%s --out ./out", cfgFile)
+	if c.demoFaultEvery > 0 {
+		say("A fault is injected every %s and announced here. Ctrl-C stops everything.", c.demoFaultEvery)
+	} else {
+		say("Faults are off (--demo.fault-every=0). Ctrl-C stops everything.")
+	}
+	say("")
+
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server failed", "err", err)
+			return 1
+		}
+	case <-ctx.Done():
+		say("Stopping the demo...")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(sctx)
+	}
+	return 0
+}
+
+// displayAddr turns a listen address such as ":9899" into one a browser
+// can open.
+func displayAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
