@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,7 +54,7 @@ type Auditor struct {
 	query    string
 	client   *kgo.Client
 	interval time.Duration
-	now      func() time.Time
+	now      atomic.Pointer[func() time.Time]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -140,7 +141,7 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 		return nil, fmt.Errorf("audit %q: %w", name, err)
 	}
 	s := NewSampler(a.Sample)
-	return &Auditor{
+	au := &Auditor{
 		name:     name,
 		cfg:      *a,
 		pool:     pool,
@@ -150,13 +151,19 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 		query:    outboxQuery(o, s),
 		client:   cl,
 		interval: DefaultCompareInterval,
-		now:      time.Now,
 		started:  now,
 		win:      newWindow(a.Window.Milliseconds(), now.UnixMilli()),
 		dups:     map[string]*Duplicate{},
 		consumed: map[topicPartition]int64{},
-	}, nil
+	}
+	au.setClock(time.Now)
+	return au, nil
 }
+
+// setClock replaces the auditor's clock (tests move it past grace).
+func (a *Auditor) setClock(now func() time.Time) { a.now.Store(&now) }
+
+func (a *Auditor) clock() time.Time { return (*a.now.Load())() }
 
 // Name is the audited outbox.
 func (a *Auditor) Name() string { return a.name }
@@ -176,7 +183,7 @@ func (a *Auditor) SetCompareInterval(d time.Duration) {
 func (a *Auditor) Start(ctx context.Context) {
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.mu.Lock()
-	now := a.now()
+	now := a.clock()
 	a.started = now
 	a.mu.Unlock()
 	a.cmpMu.Lock()
@@ -327,7 +334,7 @@ func (a *Auditor) tail(ctx context.Context) {
 
 // observe adds a polled batch to the window.
 func (a *Auditor) observe(batch []sampledRecord, offsets map[topicPartition]int64, n, malformed uint64, fetchErr error) {
-	now := a.now().UnixMilli()
+	now := a.clock().UnixMilli()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	start := a.started.UnixMilli()
@@ -420,53 +427,38 @@ type outboxRow struct {
 	class       Class
 	publishedAt *time.Time
 	createdAt   time.Time
-	fp          uint64
 }
 
+// compare streams the sampled rows of the window and judges each as it
+// arrives, so its memory is the findings, not the rows.
 func (a *Auditor) compare(ctx context.Context) error {
-	now := a.now()
+	now := a.clock()
 	from := now.Add(-a.cfg.Window + a.cfg.Grace)
 	rows, err := a.pool.Query(ctx, a.query, from)
 	if err != nil {
 		return fmt.Errorf("query outbox %q: %w", a.name, err)
 	}
-	var sampled []outboxRow
+	defer rows.Close()
+	res := &result{at: now}
+	var checked uint64
+	firstSeen := map[string]time.Time{}
 	for rows.Next() {
 		var r outboxRow
 		var class int32
 		if err := rows.Scan(&r.id, &class, &r.publishedAt, &r.createdAt); err != nil {
-			rows.Close()
 			return fmt.Errorf("read outbox %q: %w", a.name, err)
 		}
+		r.class = Class(class)
 		h, fp := Digest([]byte(r.id))
 		if !a.sampler.Sampled(h) {
 			continue
 		}
-		r.class, r.fp = Class(class), fp
-		sampled = append(sampled, r)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read outbox %q: %w", a.name, err)
-	}
-
-	type seen struct {
-		ok  bool
-		end int64
-	}
-	on := make([]seen, len(sampled))
-	a.mu.Lock()
-	for i, r := range sampled {
-		on[i].end, on[i].ok = a.win.lookup(r.fp)
-	}
-	a.mu.Unlock()
-
-	res := &result{at: now}
-	var checked uint64
-	firstSeen := map[string]time.Time{}
-	for i, r := range sampled {
-		o := Observation{ID: r.id, Class: r.class, OnTopic: on[i].ok}
-		if o.OnTopic {
-			o.OnTopicAt = time.UnixMilli(on[i].end)
+		a.mu.Lock()
+		end, onTopic := a.win.lookup(fp)
+		a.mu.Unlock()
+		o := Observation{ID: r.id, Class: r.class, OnTopic: onTopic}
+		if onTopic {
+			o.OnTopicAt = time.UnixMilli(end)
 		}
 		if r.class == Published {
 			if r.publishedAt != nil {
@@ -478,7 +470,7 @@ func (a *Auditor) compare(ctx context.Context) error {
 				if t, ok := a.firstSeen[r.id]; ok {
 					o.MarkedAt = t
 				}
-				if !o.OnTopic {
+				if !onTopic {
 					firstSeen[r.id] = o.MarkedAt
 				}
 			}
@@ -498,6 +490,9 @@ func (a *Auditor) compare(ctx context.Context) error {
 				res.unmarked = append(res.unmarked, finding(r, o))
 			}
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read outbox %q: %w", a.name, err)
 	}
 	a.firstSeen = firstSeen
 	a.checkedUpTo = now
@@ -538,6 +533,8 @@ type Stats struct {
 	Checked    uint64
 	Malformed  uint64
 	Records    uint64
+	// SampledRecords counts records whose id was sampled, in the window.
+	SampledRecords uint64
 	// SampledIDs and StateBytes size the window.
 	SampledIDs int
 	StateBytes int
@@ -551,13 +548,14 @@ func (a *Auditor) Stats() Stats {
 	defer a.mu.Unlock()
 	ws := a.win.stats()
 	s := Stats{
-		Duplicates: a.duplicates,
-		Checked:    a.checked,
-		Malformed:  a.malformed,
-		Records:    a.records,
-		SampledIDs: ws.IDs,
-		StateBytes: ws.Bytes,
-		Err:        errors.Join(a.cmpErr, a.tailErr),
+		Duplicates:     a.duplicates,
+		Checked:        a.checked,
+		Malformed:      a.malformed,
+		Records:        a.records,
+		SampledRecords: a.sampled,
+		SampledIDs:     ws.IDs,
+		StateBytes:     ws.Bytes,
+		Err:            errors.Join(a.cmpErr, a.tailErr),
 	}
 	if a.result != nil {
 		s.Compared = true

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -358,13 +359,13 @@ func TestAuditChecked(t *testing.T) {
 	f.produce(rec("messages", 0, "a", now.Add(-5*time.Second)), rec("messages", 0, "before-start", now.Add(-9*time.Minute)))
 	a := f.auditor(1, "header:event_id")
 	waitRecords(t, a, 2)
-	var offset time.Duration
-	a.now = func() time.Time { return time.Now().Add(offset) }
+	var offset atomic.Int64
+	a.setClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
 	r := compare(t, a)
 	if len(r.Missing) != 0 || a.Stats().Checked != 0 {
 		t.Fatalf("inside grace: missing %v, checked %d", ids(r.Missing), a.Stats().Checked)
 	}
-	offset = 2 * time.Minute
+	offset.Store(int64(2 * time.Minute))
 	r = compare(t, a)
 	if got := ids(r.Missing); !reflect.DeepEqual(got, []string{"b"}) {
 		t.Errorf("after grace: missing %v, want [b]", got)
@@ -372,7 +373,7 @@ func TestAuditChecked(t *testing.T) {
 	if c := a.Stats().Checked; c != 3 {
 		t.Errorf("checked = %d, want 3 (a, b, c; not the row older than the start)", c)
 	}
-	offset = 3 * time.Minute
+	offset.Store(int64(3 * time.Minute))
 	compare(t, a)
 	if c := a.Stats().Checked; c != 3 {
 		t.Errorf("checked = %d after another comparison, want 3: each row counts once", c)
@@ -474,13 +475,13 @@ func TestAuditOtherStyles(t *testing.T) {
 		f.ob = &config.Outbox{Table: "public.outbox_st", ID: "id", CreatedAt: "created_at", Status: "state", Pending: []string{"0"}, Published: []string{"2"}}
 		a := f.auditor(1, "header:event_id")
 		waitRecords(t, a, 4)
-		var offset time.Duration
-		a.now = func() time.Time { return time.Now().Add(offset) }
+		var offset atomic.Int64
+		a.setClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
 		// Row 2 was first seen published now: judged only after grace.
 		if r := compare(t, a); len(r.Missing) != 0 {
 			t.Errorf("missing %v before grace since first seen", ids(r.Missing))
 		}
-		offset = 2 * time.Minute
+		offset.Store(int64(2 * time.Minute))
 		r := compare(t, a)
 		if got := ids(r.Missing); !reflect.DeepEqual(got, []string{"2"}) {
 			t.Errorf("missing %v, want [2]", got)

@@ -5,19 +5,27 @@ import (
 )
 
 // Fingerprint layout: a sampled id is kept as a 60-bit fingerprint. A
-// sealed bucket indexes the top prefixBits and stores the low 48 bits in 6
-// bytes, so each id costs 6 bytes once its bucket is sealed.
+// sealed bucket stores the low 48 bits of each in 6 bytes, sorted, and
+// indexes them by their top bits (at least 12, more for big buckets so
+// that a prefix holds about 16 entries), so a lookup costs an index read
+// and a short binary search per bucket.
 const (
-	prefixBits  = 12
-	prefixCount = 1 << prefixBits
-	storedBits  = 48
-	storedMask  = 1<<storedBits - 1
-	entryBytes  = 6
-	// Buckets per window: eviction is this fine-grained.
-	bucketsPerWindow = 60
+	fpBits        = 60
+	minPrefixBits = 12
+	maxPrefixBits = 22
+	storedBits    = 48
+	storedMask    = 1<<storedBits - 1
+	entryBytes    = 6
+	perPrefix     = 16
+	// Buckets per window: memory holds at most one bucket more than the
+	// window; lookups visit every bucket.
+	bucketsPerWindow = 30
+	// maxLateness is how long after its end a bucket stays open for
+	// records from lagging partitions; later ones go to the oldest open
+	// bucket.
+	maxLateness = 15_000 // ms
 	// openEntryBytes estimates a fingerprint in an open bucket's map.
-	openEntryBytes = 24
-	indexBytes     = (prefixCount + 1) * 4
+	openEntryBytes = 16
 )
 
 // window holds the fingerprints of the sampled ids the tailer has seen in
@@ -25,22 +33,31 @@ const (
 // buckets; a bucket is an open map while records for it may still arrive
 // and is then sealed into a sorted, compact array outside the Go heap.
 // Buckets that leave the window are freed whole, so memory never grows
-// past one window of sampled ids. window is not safe for concurrent use.
+// past one window (and one bucket) of sampled ids. window is not safe for
+// concurrent use.
 type window struct {
-	span  int64 // ms
-	width int64 // ms per bucket
+	span     int64 // ms
+	width    int64 // ms per bucket
+	lateness int64 // ms
 
-	open map[int64]map[uint64]struct{}
+	// open buckets by ascending index, all at or above sealedUpTo.
+	open []*openBucket
 	// sealed buckets, oldest first; every index below sealedUpTo is sealed
-	// (or evicted), every open index is at or above it.
+	// (or evicted).
 	sealed     []*sealedBucket
 	sealedUpTo int64
 	maxTS      int64
 }
 
+type openBucket struct {
+	idx int64
+	set map[uint64]struct{}
+}
+
 type sealedBucket struct {
 	idx   int64
-	index []uint32 // entry offsets by prefix; len prefixCount+1
+	shift uint     // prefix = fp >> shift
+	index []uint32 // entry offsets by prefix; len 1<<prefixBits + 1
 	data  []byte   // entryBytes per entry, ascending within each prefix
 }
 
@@ -52,7 +69,7 @@ func newWindow(span int64, now int64) *window {
 	return &window{
 		span:       span,
 		width:      width,
-		open:       map[int64]map[uint64]struct{}{},
+		lateness:   min(width, maxLateness),
 		sealedUpTo: floorDiv(now-span, width),
 	}
 }
@@ -79,16 +96,24 @@ func (w *window) add(fp uint64, ts, now int64) (dup, inWindow bool) {
 		// only evicted later than its timestamp says.
 		idx = w.sealedUpTo
 	}
-	b := w.open[idx]
-	if b == nil {
-		b = map[uint64]struct{}{}
-		w.open[idx] = b
-	}
-	b[fp] = struct{}{}
+	w.openBucket(idx).set[fp] = struct{}{}
 	if ts > w.maxTS {
 		w.maxTS = ts
 	}
 	return dup, true
+}
+
+func (w *window) openBucket(idx int64) *openBucket {
+	i := len(w.open)
+	for i > 0 && w.open[i-1].idx >= idx {
+		if w.open[i-1].idx == idx {
+			return w.open[i-1]
+		}
+		i--
+	}
+	b := &openBucket{idx: idx, set: map[uint64]struct{}{}}
+	w.open = slices.Insert(w.open, i, b)
+	return b
 }
 
 // lookup reports whether fp is in the window and the end (ms) of the
@@ -99,40 +124,36 @@ func (w *window) lookup(fp uint64) (end int64, ok bool) {
 			return (b.idx + 1) * w.width, true
 		}
 	}
-	first, found := int64(0), false
-	for idx, b := range w.open {
-		if _, in := b[fp]; in && (!found || idx < first) {
-			first, found = idx, true
+	for _, b := range w.open {
+		if _, in := b.set[fp]; in {
+			return (b.idx + 1) * w.width, true
 		}
-	}
-	if found {
-		return (first + 1) * w.width, true
 	}
 	return 0, false
 }
 
-// advance seals the buckets no more records are expected for (two bucket
-// widths behind the newest record, or now if that is earlier) and evicts
-// those that left the window.
+// advance seals the buckets no more records are expected for (ended
+// lateness before the newest record, or now if that is earlier) and
+// evicts those that left the window.
 func (w *window) advance(now int64) {
-	upTo := min(w.maxTS, now)
-	sealBefore := floorDiv(upTo, w.width) - 1
-	if sealBefore > w.sealedUpTo {
-		var idxs []int64
-		for idx := range w.open {
-			if idx < sealBefore {
-				idxs = append(idxs, idx)
-			}
+	upTo := min(w.maxTS, now) - w.lateness
+	n := 0
+	for _, b := range w.open {
+		if (b.idx+1)*w.width <= upTo {
+			w.sealed = append(w.sealed, seal(b.idx, b.set))
+			w.sealedUpTo = max(w.sealedUpTo, b.idx+1)
+			continue
 		}
-		slices.Sort(idxs)
-		for _, idx := range idxs {
-			w.sealed = append(w.sealed, seal(idx, w.open[idx]))
-			delete(w.open, idx)
-		}
-		w.sealedUpTo = sealBefore
+		w.open[n] = b
+		n++
+	}
+	clear(w.open[n:])
+	w.open = w.open[:n]
+	if s := floorDiv(upTo, w.width); s > w.sealedUpTo {
+		w.sealedUpTo = s
 	}
 	horizon := now - w.span
-	n := 0
+	n = 0
 	for _, b := range w.sealed {
 		if (b.idx+1)*w.width <= horizon {
 			freeSlab(b.data)
@@ -143,11 +164,25 @@ func (w *window) advance(now int64) {
 	}
 	clear(w.sealed[n:])
 	w.sealed = w.sealed[:n]
-	for idx := range w.open {
-		if (idx+1)*w.width <= horizon {
-			delete(w.open, idx)
+	n = 0
+	for _, b := range w.open {
+		if (b.idx+1)*w.width <= horizon {
+			continue
 		}
+		w.open[n] = b
+		n++
 	}
+	clear(w.open[n:])
+	w.open = w.open[:n]
+}
+
+// prefixBitsFor sizes a bucket's index for n entries.
+func prefixBitsFor(n int) uint {
+	bits := uint(minPrefixBits)
+	for bits < maxPrefixBits && n>>bits > perPrefix {
+		bits++
+	}
+	return bits
 }
 
 // seal turns an open bucket into a sorted compact one.
@@ -156,28 +191,24 @@ func seal(idx int64, set map[uint64]struct{}) *sealedBucket {
 	for fp := range set {
 		fps = append(fps, fp)
 	}
+	// With at least 12 prefix bits, the stored low 48 bits hold every
+	// fingerprint bit below the prefix, so ordering by fingerprint orders
+	// each prefix's entries by their stored value.
 	slices.Sort(fps)
-	b := &sealedBucket{idx: idx, index: make([]uint32, prefixCount+1), data: allocSlab(len(fps) * entryBytes)}
-	n := 0
-	var last uint64
+	bits := prefixBitsFor(len(fps))
+	b := &sealedBucket{idx: idx, shift: fpBits - bits, index: make([]uint32, 1<<bits+1), data: allocSlab(len(fps) * entryBytes)}
 	for i, fp := range fps {
-		// Fingerprints that differ only in bits not stored collapse.
-		if i > 0 && fp>>storedBits == last>>storedBits && fp&storedMask == last&storedMask {
-			continue
-		}
-		last = fp
-		putEntry(b.data[n*entryBytes:], fp&storedMask)
-		b.index[fp>>storedBits+1]++
-		n++
+		putEntry(b.data[i*entryBytes:], fp&storedMask)
+		b.index[fp>>b.shift+1]++
 	}
-	for p := 1; p <= prefixCount; p++ {
+	for p := 1; p < len(b.index); p++ {
 		b.index[p] += b.index[p-1]
 	}
 	return b
 }
 
 func (b *sealedBucket) has(fp uint64) bool {
-	p := fp >> storedBits
+	p := fp >> b.shift
 	lo, hi := int(b.index[p]), int(b.index[p+1])
 	want := fp & storedMask
 	for lo < hi {
@@ -195,7 +226,7 @@ func (b *sealedBucket) has(fp uint64) bool {
 	return false
 }
 
-func (b *sealedBucket) len() int { return int(b.index[prefixCount]) }
+func (b *sealedBucket) len() int { return int(b.index[len(b.index)-1]) }
 
 func putEntry(d []byte, v uint64) {
 	_ = d[5]
@@ -218,11 +249,11 @@ func (w *window) stats() windowStats {
 	var s windowStats
 	for _, b := range w.sealed {
 		s.IDs += b.len()
-		s.Bytes += cap(b.data) + indexBytes
+		s.Bytes += cap(b.data) + 4*len(b.index)
 	}
 	for _, b := range w.open {
-		s.IDs += len(b)
-		s.Bytes += len(b) * openEntryBytes
+		s.IDs += len(b.set)
+		s.Bytes += len(b.set) * openEntryBytes
 	}
 	s.Buckets = len(w.sealed) + len(w.open)
 	return s
@@ -234,5 +265,5 @@ func (w *window) free() {
 		freeSlab(b.data)
 	}
 	w.sealed = nil
-	w.open = map[int64]map[uint64]struct{}{}
+	w.open = nil
 }

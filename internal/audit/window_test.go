@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func fpOf(s string) uint64 { _, fp := Digest([]byte(s)); return fp }
@@ -22,8 +23,8 @@ func TestWindowAddLookupSealEvict(t *testing.T) {
 		}
 	}
 	w.advance(now)
-	if len(w.sealed) < 55 {
-		t.Fatalf("sealed %d buckets, want most of 60", len(w.sealed))
+	if len(w.sealed) < bucketsPerWindow-2 {
+		t.Fatalf("sealed %d buckets, want most of %d", len(w.sealed), bucketsPerWindow)
 	}
 	for i := 0; i < 360; i++ {
 		end, ok := w.lookup(fpOf(fmt.Sprint("evt-", i)))
@@ -31,7 +32,7 @@ func TestWindowAddLookupSealEvict(t *testing.T) {
 		if !ok {
 			t.Fatalf("evt-%d not found", i)
 		}
-		if end <= ts || end > ts+minute {
+		if end <= ts || end > ts+w.width {
 			t.Fatalf("evt-%d: bucket end %d not within a bucket after %d", i, end, ts)
 		}
 	}
@@ -55,7 +56,7 @@ func TestWindowAddLookupSealEvict(t *testing.T) {
 	for i := 0; i < 360; i++ {
 		ts := now - span + int64(i)*10_000
 		_, ok := w.lookup(fpOf(fmt.Sprint("evt-", i)))
-		evicted := ts < later-span-minute
+		evicted := ts < later-span-w.width
 		kept := ts >= later-span
 		if evicted && ok && i != 5 {
 			t.Errorf("evt-%d (ts %d) still held past the window", i, ts)
@@ -98,28 +99,60 @@ func TestWindowLateRecordsGoToOpenBucket(t *testing.T) {
 }
 
 func TestSealedBucketEntries(t *testing.T) {
-	set := map[uint64]struct{}{}
-	for i := 0; i < 20000; i++ {
-		set[fpOf(fmt.Sprint(i))] = struct{}{}
+	for _, n := range []int{0, 20000, 300000} {
+		set := map[uint64]struct{}{}
+		for i := 0; i < n; i++ {
+			set[fpOf(fmt.Sprint(i))] = struct{}{}
+		}
+		// Fingerprints at the edges of the prefix and stored ranges.
+		for _, e := range []uint64{0, 1, storedMask, 1 << storedBits, 1<<fpBits - 1} {
+			set[e] = struct{}{}
+		}
+		b := seal(7, set)
+		if b.len() != len(set) {
+			t.Fatalf("n=%d: len %d, want %d", n, b.len(), len(set))
+		}
+		if want := prefixBitsFor(len(set)); fpBits-b.shift != want || (n == 300000 && want <= minPrefixBits) {
+			t.Fatalf("n=%d: %d prefix bits, want %d", n, fpBits-b.shift, want)
+		}
+		for fp := range set {
+			if !b.has(fp) {
+				t.Fatalf("n=%d: %x missing", n, fp)
+			}
+		}
+		for i := n; i < n+20000; i++ {
+			if b.has(fpOf(fmt.Sprint(i))) {
+				t.Fatalf("n=%d: %d found but never added", n, i)
+			}
+		}
+		freeSlab(b.data)
 	}
-	// Fingerprints at the edges of the prefix and stored ranges.
-	edges := []uint64{0, 1, storedMask, 1 << storedBits, 1<<60 - 1}
-	for _, e := range edges {
-		set[e] = struct{}{}
-	}
-	b := seal(7, set)
-	defer freeSlab(b.data)
-	if b.len() != len(set) {
-		t.Fatalf("len %d, want %d", b.len(), len(set))
-	}
-	for fp := range set {
-		if !b.has(fp) {
-			t.Fatalf("%x missing", fp)
+}
+
+func TestTally(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tl := NewTally(0.5, time.Hour, now)
+	defer tl.Close()
+	sampled := 0
+	for i := 0; i < 1000; i++ {
+		id := []byte(fmt.Sprint("t-", i))
+		s, dup := tl.Add(id, now, now)
+		if dup {
+			t.Fatalf("%s: first copy a duplicate", id)
+		}
+		if s {
+			sampled++
+			if s2, dup := tl.Add(id, now, now); !s2 || !dup {
+				t.Fatalf("%s: second copy sampled=%v dup=%v", id, s2, dup)
+			}
 		}
 	}
-	for i := 20000; i < 40000; i++ {
-		if b.has(fpOf(fmt.Sprint(i))) {
-			t.Fatalf("%d found but never added", i)
-		}
+	tl.Advance(now.Add(3 * time.Minute))
+	if ids, _ := tl.Size(); ids != sampled || sampled < 400 || sampled > 600 {
+		t.Fatalf("held %d ids, sampled %d", ids, sampled)
+	}
+	tl.Advance(now.Add(2 * time.Hour))
+	if ids, bytes := tl.Size(); ids != 0 || bytes != 0 {
+		t.Fatalf("after the window: %d ids, %d bytes", ids, bytes)
 	}
 }
