@@ -35,6 +35,9 @@ type Result struct {
 	RowsChecked int64 `json:"rows_checked"`
 	// Chunks counts the key ranges read.
 	Chunks int `json:"chunks"`
+	// Rechecked counts the keys that looked like gaps in a chunk and were
+	// read again; Gaps holds those the re-check confirmed.
+	Rechecked int64 `json:"rechecked"`
 	// Gaps is the true count of confirmed gaps of each kind; every kind is
 	// present.
 	Gaps map[Kind]int64 `json:"gaps"`

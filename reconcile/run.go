@@ -79,9 +79,15 @@ type hooks struct {
 	// other, the target first if targetFirst, and runs in between.
 	betweenSides func(chunk int)
 	targetFirst  bool
+	// onRun, when set, runs as a run starts (true) and ends (false).
+	onRun func(start bool)
 }
 
 func (r *runner) run(ctx context.Context) error {
+	if r.hooks.onRun != nil {
+		r.hooks.onRun(true)
+		defer r.hooks.onRun(false)
+	}
 	if err := r.p.authority.QueryRow(ctx, "SELECT now()").Scan(&r.w.now); err != nil {
 		return fmt.Errorf("read the authority database's clock: %w", err)
 	}
@@ -467,6 +473,7 @@ func (r *runner) merge(as []aRow, ts []tRow) []candidate {
 // read after it), and read last for missing and stale targets (any target
 // row for the authority's version is then visible).
 func (r *runner) recheck(ctx context.Context, cands []candidate) error {
+	r.res.Rechecked += int64(len(cands))
 	keys := r.keyArgs(cands)
 	var t1, t2 map[key]tRow
 	var err error
