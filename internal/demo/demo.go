@@ -445,14 +445,14 @@ func (p *Pipeline) announceStart() {
 	if p.fake == nil {
 		kafka = "the Kafka cluster at " + strings.Join(p.brokers, ",")
 	}
-	faults := "no scripted faults"
+	faults := "No scripted faults"
 	if p.opts.FaultEvery > 0 {
-		faults = fmt.Sprintf("a fault every %s, starting in %s: %s", p.opts.FaultEvery, p.opts.FaultEvery, joinKinds(FaultKinds))
+		faults = fmt.Sprintf("The first %s is healthy; then a fault every %s, in turn: %s", p.opts.FaultEvery, p.opts.FaultEvery, joinKinds(FaultKinds))
 	}
 	p.say(fmt.Sprintf("Demo pipeline running on PostgreSQL from %s (database %s) and %s.\n"+
 		"  %.3g messages a second commit with their outbox rows; %d relays publish them to topic %s;\n"+
 		"  consumer groups %s and %s read it. Deadlines: outbox %s, %s lag %s, %s lag %s.\n"+
-		"  The first minute is healthy; then %s.\n",
+		"  %s.\n",
 		p.srv.source, p.opts.Database, kafka, p.opts.Rate, p.opts.Relays, p.opts.Topic,
 		GroupSearchIndex, GroupNotify, p.opts.OutboxDeadline, GroupSearchIndex, p.opts.GroupDeadline,
 		GroupNotify, p.opts.NotifyDeadline, faults))

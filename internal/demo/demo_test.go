@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
 
@@ -125,6 +127,9 @@ func topicCounts(t *testing.T, p *Pipeline) map[string]int {
 	}
 	left := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of partition %d: %v", o.Partition, o.Err)
+		}
 		if o.Offset > 0 {
 			left[o.Partition] = o.Offset
 		}
@@ -223,6 +228,9 @@ func TestPipelineFlowsEndToEnd(t *testing.T) {
 	if !strings.HasPrefix(p.Brokers()[0], "127.0.0.1:") {
 		t.Errorf("kfake brokers %v, want 127.0.0.1", p.Brokers())
 	}
+	_, kport, _ := strings.Cut(p.Brokers()[0], ":")
+	kp, _ := strconv.Atoi(kport)
+	assertLoopbackOnly(t, "in-process Kafka", kp)
 	eventually(t, 30*time.Second, "100 events published", func() error {
 		if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status = 'PUBLISHED'`); n < 100 {
 			return fmt.Errorf("%d published", n)
@@ -545,5 +553,72 @@ func logRows(t *testing.T, p *Pipeline, sql string, args ...any) {
 	for rows.Next() {
 		v, err := rows.Values()
 		t.Logf("row %v %v", v, err)
+	}
+}
+
+// listenAddrs returns the local addresses a TCP port is listened on, from
+// /proc/net/tcp and /proc/net/tcp6, in kernel hex form (0100007F is
+// 127.0.0.1, 00000000 every interface).
+func listenAddrs(t *testing.T, port int) []string {
+	t.Helper()
+	var out []string
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			addr, hexPort, ok := strings.Cut(fs[1], ":")
+			if ok && hexPort == fmt.Sprintf("%04X", port) {
+				out = append(out, addr)
+			}
+		}
+	}
+	return out
+}
+
+func assertLoopbackOnly(t *testing.T, what string, port int) {
+	t.Helper()
+	addrs := listenAddrs(t, port)
+	if len(addrs) == 0 {
+		t.Errorf("%s: nothing listens on port %d", what, port)
+	}
+	for _, a := range addrs {
+		if a != "0100007F" {
+			t.Errorf("%s listens on %s:%d, want 127.0.0.1 only", what, a, port)
+		}
+	}
+}
+
+// TestRealBrokers gives the demo brokers of a cluster it did not start: it
+// starts no Kafka of its own, creates the topic there and runs on it.
+func TestRealBrokers(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	o := testOptions()
+	o.KafkaBrokers = kc.Brokers()
+	p, _ := start(t, o)
+	if p.fake != nil {
+		t.Fatal("the demo started its own Kafka although brokers were given")
+	}
+	eventually(t, 30*time.Second, "events indexed through the given brokers", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM search_index`); n < 10 {
+			return fmt.Errorf("%d indexed", n)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, p.opts.Topic)
+	if err != nil || !topics.Has(p.opts.Topic) || len(topics[p.opts.Topic].Partitions) != 3 {
+		t.Errorf("topic %s on the given cluster: %v, %v", p.opts.Topic, topics, err)
 	}
 }

@@ -57,6 +57,7 @@ func TestThrowawayCluster(t *testing.T) {
 	if listen != "127.0.0.1" || sockets != "" {
 		t.Errorf("listen_addresses %q, unix_socket_directories %q; want loopback TCP only", listen, sockets)
 	}
+	assertLoopbackOnly(t, "throwaway postgres", c.port)
 	eventually(t, 30*time.Second, "events published on the throwaway cluster", func() error {
 		if n := queryInt(t, p, `SELECT count(*) FROM search_index`); n < 10 {
 			return fmt.Errorf("%d indexed", n)
