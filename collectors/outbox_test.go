@@ -627,3 +627,21 @@ func TestOutboxDatabaseRefusesConnectionsAndComesBack(t *testing.T) {
 		t.Error("no successful scrape after the database allowed connections again")
 	}
 }
+
+func TestOutboxFilterAndUnknownWhen(t *testing.T) {
+	db, pool, _ := obSetup(t, obStatusSchema)
+	db.Exec(t, `INSERT INTO outbox (event_type, status, attempts) VALUES ('keep', 'PENDING', 3), ('keep', 'PENDING', 1), ('skip', 'PENDING', 5)`)
+	o := obStatusOutbox()
+	o.Labels = o.Labels[:1]
+	o.Filter = "event_type <> 'skip'"
+	o.UnknownWhen = "attempts > 2"
+	ms := obScrape(t, NewOutbox("m", o, pool, quiet()))
+	obCompare(t, ms, `
+# HELP outbox_unknown_result_events Unpublished rows whose publish result is unknown (status in unknown, lease expired after an attempt, or unknown_when): the broker may hold them, so a retry may duplicate them.
+# TYPE outbox_unknown_result_events gauge
+outbox_unknown_result_events{event_type="keep",outbox="m"} 1
+# HELP outbox_retried_events Unpublished rows with attempts > 0. A lower bound while outbox_events_capped is 1.
+# TYPE outbox_retried_events gauge
+outbox_retried_events{event_type="keep",outbox="m"} 2
+`, "outbox_unknown_result_events", "outbox_retried_events")
+}

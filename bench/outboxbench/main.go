@@ -127,14 +127,25 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 		capped              bool
 	}
 	var results []result
+	marked := -1
 	for _, sc := range []struct {
-		name string
-		n    int
-	}{{fmt.Sprintf("%d unpublished", small), small}, {fmt.Sprintf("incident: %d unpublished", incident), incident}} {
-		if err := mark(ctx, rw, rows, sc.n); err != nil {
-			return err
+		name     string
+		n        int
+		maxCount int
+	}{
+		{fmt.Sprintf("%d unpublished", small), small, config.DefaultMaxCount},
+		{fmt.Sprintf("incident: %d unpublished, max_count %d", incident, config.DefaultMaxCount), incident, config.DefaultMaxCount},
+		{fmt.Sprintf("incident: %d unpublished, max_count %d", incident, 10000), incident, 10000},
+	} {
+		if marked != sc.n {
+			if err := mark(ctx, rw, rows, sc.n); err != nil {
+				return err
+			}
+			marked = sc.n
 		}
-		c := collectors.NewOutbox("messages", o, ro, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		oc := *o
+		oc.MaxCount = sc.maxCount
+		c := collectors.NewOutbox("messages", &oc, ro, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		var capped bool
 		collect, err := median(runs, func() error {
 			ch := make(chan prometheus.Metric, 4096)
@@ -229,6 +240,17 @@ func build(ctx context.Context, rw, ro *pgxpool.Pool, o *config.Outbox, rows int
 	err := rw.QueryRow(ctx, `SELECT rows FROM bench_meta`).Scan(&have)
 	if err == nil && have == int64(rows) {
 		logf("reusing %s with %d rows", dbName, have)
+		// Create what a newer check asks for.
+		rep, err := outbox.Check(ctx, ro, "messages", o)
+		if err != nil {
+			return err
+		}
+		for _, s := range rep.Statements {
+			logf("%s", s)
+			if _, err := rw.Exec(ctx, s); err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+		}
 		return nil
 	}
 	logf("building %d rows in %s (a minute or two)", rows, dbName)

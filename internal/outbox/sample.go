@@ -179,11 +179,24 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 			return nil
 		})
 	}
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire a connection: %w", err)
+	}
+	defer conn.Release()
+	// Prepared once per connection: the server keeps the plans, so a
+	// collection does not pay for planning five queries every scrape.
+	// (PostgreSQL replans them itself after DDL or ANALYZE on the table.)
+	for _, q := range b.QueuedQueries {
+		if _, err := conn.Conn().Prepare(ctx, q.SQL, q.SQL); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
 	if total(r.groups) > int64(s.o.MaxCount) {
-		rows, err := pool.Query(ctx, spec.OldestQuery())
+		rows, err := conn.Query(ctx, spec.OldestQuery())
 		if err != nil {
 			return nil, fmt.Errorf("find oldest unpublished rows: %w", err)
 		}
@@ -224,8 +237,12 @@ func scanGroups(rows pgx.Rows, nl int, facts bool) ([]group, error) {
 			age    *float64
 			dest   []any
 		)
+		var (
+			status string
+			bits   int32
+		)
 		if facts {
-			dest = append(dest, &g.facts.Status, &g.facts.ClaimSet, &g.facts.LeasePassed, &g.facts.Attempted, &g.facts.UnknownWhen)
+			dest = append(dest, &status, &bits)
 		}
 		for i := range labels {
 			dest = append(dest, &labels[i])
@@ -238,6 +255,9 @@ func scanGroups(rows pgx.Rows, nl int, facts bool) ([]group, error) {
 			return nil, err
 		}
 		g.labels = strs(labels)
+		if facts {
+			g.facts = FactsFromBits(status, bits)
+		}
 		if age != nil && *age > 0 {
 			g.age = *age
 		}
