@@ -176,7 +176,7 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	}
 	var partial []error
 
-	selected, err := c.listGroups(ctx)
+	selected, err := c.listGroups(ctx, &partial)
 	if err != nil {
 		return err
 	}
@@ -443,7 +443,7 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 // configured ones. A listing that fails on every broker is an error; one
 // that fails on some adds the groups the last collection knew, so that a
 // down coordinator does not look like deleted groups.
-func (c *Kafka) listGroups(ctx context.Context) ([]lag.Listed, error) {
+func (c *Kafka) listGroups(ctx context.Context, partial *[]error) ([]lag.Listed, error) {
 	if len(c.groups) == 0 {
 		return nil, nil
 	}
@@ -454,7 +454,7 @@ func (c *Kafka) listGroups(ctx context.Context) ([]lag.Listed, error) {
 	case err == nil:
 	case errors.As(err, &se) && !se.AllFailed:
 		partialList = true
-		c.logger.Warn("list groups failed on some brokers", "cluster", c.cluster, "err", err)
+		*partial = append(*partial, fmt.Errorf("list groups: %w", err))
 	default:
 		return nil, fmt.Errorf("kafka %s: list groups: %w", c.cluster, err)
 	}

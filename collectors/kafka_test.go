@@ -649,3 +649,40 @@ func TestKafkaHungBrokerAndPartialFetch(t *testing.T) {
 		t.Fatal("a hung broker must fail the collection")
 	}
 }
+
+// TestKafkaListFailsOnOneBroker: when listing groups fails on the broker
+// that coordinates a group, the group is not taken for deleted: the groups
+// the last collection knew are still looked up, and Update reports the
+// partial failure.
+func TestKafkaListFailsOnOneBroker(t *testing.T) {
+	kc := kafkatest.New(t, 3)
+	k := kafkaCfg(kc.Brokers(), "/g.*/")
+	cl, adm := kafkaAdmin(t, k)
+	seedTopic(t, cl, adm, "events", 1, 10)
+	for i := 0; i < 6; i++ {
+		commit(t, adm, fmt.Sprintf("g%d", i), "events", map[int32]int64{0: int64(i)})
+	}
+	c := newKafka(t, k)
+	c.now = func() time.Time { return kafkaBase.Add(time.Hour) }
+	before, err := scrape(t, c, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := kc.CoordinatorFor("g0")
+	kc.ControlKey(kmsg.ListGroups.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if kc.CurrentNode() != failing {
+			return nil, nil, false
+		}
+		resp := kr.(*kmsg.ListGroupsRequest).ResponseKind().(*kmsg.ListGroupsResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	after, err := scrape(t, c, 10*time.Second)
+	if err == nil {
+		t.Fatal("a failed listing is a partial failure")
+	}
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("series changed while one broker failed listing:\nbefore %v\nafter  %v", keys(before), keys(after))
+	}
+}
