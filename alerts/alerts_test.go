@@ -326,6 +326,7 @@ reconcile:
 		`outbox_unknown_result_events{outbox="timed"}`,   // lease + attempts
 		`reconcile="nightly"}) > 259200`,                 // 3 x 24h
 		`absent(outbox_exporter_build_info)`,
+		`runbook_url: ` + DefaultRunbookURL + `#outboxnotificationdeadlinemissed`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("rules lack %s", want)

@@ -157,10 +157,19 @@ func quote(s string) string {
 	return `"` + r.Replace(s) + `"`
 }
 
-// runbook returns the runbook_url of an alert: the configured base and the
-// anchor GitHub gives the alert's heading in deploy/runbook.md.
+// DefaultRunbookURL is the runbook the alerts link to when the config
+// names none: deploy/runbook.md of the project.
+const DefaultRunbookURL = "https://github.com/outbox-exporter/outbox_exporter/blob/main/deploy/runbook.md"
+
+// runbook returns the runbook_url of an alert: the configured base (or
+// DefaultRunbookURL) and the anchor GitHub gives the alert's heading in
+// deploy/runbook.md.
 func (b *builder) runbook(alert string) string {
-	return b.cfg.Alerting.RunbookURL + "#" + Anchor(alert)
+	base := strings.TrimSpace(b.cfg.Alerting.RunbookURL)
+	if base == "" {
+		base = DefaultRunbookURL
+	}
+	return base + "#" + Anchor(alert)
 }
 
 // Anchor is the anchor of a Markdown heading as GitHub renders it: lower
