@@ -131,6 +131,7 @@ func (e *Exporter) collectAll(ctx context.Context) []prometheus.Metric {
 		go func(c Collector) {
 			defer wg.Done()
 			ms, ok, took := e.run(ctx, c)
+			e.logger.Debug("collection finished", "collector", c.Name(), "target", c.Target(), "ok", ok, "duration", took, "metrics", len(ms))
 			success := 0.0
 			if ok {
 				success = 1

@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"regexp"
+	"strings"
 )
 
 // Secret is a string that never prints itself: fmt, JSON and YAML all show
@@ -28,7 +29,11 @@ func (s Secret) GoString() string { return `"` + s.String() + `"` }
 // MarshalText implements encoding.TextMarshaler (JSON, YAML, slog).
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+var (
+	kvPassword  = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+	urlPassword = regexp.MustCompile(`(?i)^([a-z][a-z0-9+.-]*://[^:@/]*:)[^/]*@`)
+	qPassword   = regexp.MustCompile(`(?i)([?&]password=)[^&]*`)
+)
 
 // RedactDSN returns a libpq URL or key=value DSN with its password
 // replaced, fit for a log line or an error message.
@@ -43,6 +48,11 @@ func RedactDSN(dsn string) string {
 			u.RawQuery = q.Encode()
 		}
 		return u.String()
+	}
+	if urlPassword.MatchString(dsn) || strings.Contains(dsn, "://") {
+		// A URL that does not parse (a bad port, say) may still hold a password.
+		dsn = urlPassword.ReplaceAllString(dsn, "${1}xxxxx@")
+		return qPassword.ReplaceAllString(dsn, "${1}xxxxx")
 	}
 	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
 }
