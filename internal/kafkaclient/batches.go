@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +27,23 @@ const (
 	attrControl     = 0x20
 )
 
-var decompressor = kgo.DefaultDecompressor()
+// decompressBuffers lends the buffers batches are decompressed into: a
+// probe needs a batch's records only while it scans them.
+type decompressBuffers struct{ p sync.Pool }
+
+func (b *decompressBuffers) GetDecompressBytes(compressed []byte, _ kgo.CompressionCodecType) []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return (*v)[:0]
+	}
+	return make([]byte, 0, 8*len(compressed))
+}
+
+func (b *decompressBuffers) PutDecompressBytes(s []byte) { b.p.Put(&s) }
+
+var (
+	buffers      = &decompressBuffers{}
+	decompressor = kgo.DefaultDecompressor(buffers)
+)
 
 // scan walks one fetched partition's record batches from cursor and calls
 // found(ask, offset, timestamp) for each asked offset with the first data
@@ -41,6 +58,7 @@ var decompressor = kgo.DefaultDecompressor()
 func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []ask, found func(a ask, offset, millis int64)) (answered int, next int64, err error) {
 	next = cursor
 	aborted := abortedByProducer(rp.AbortedTransactions)
+	var decodeErr error
 	in := rp.RecordBatches
 	for len(in) >= batchHeaderLen {
 		first := int64(binary.BigEndian.Uint64(in))
@@ -62,35 +80,47 @@ func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []ask, found 
 			continue
 		}
 		pid := int64(binary.BigEndian.Uint64(batch[offProducerID:]))
-		records, err := batchRecords(batch, attrs)
-		if err != nil {
-			return answered, next, err
-		}
 		switch {
 		case attrs&attrControl != 0:
-			if attrs&attrTxn != 0 && isAbortMarker(records) && len(aborted[pid]) > 0 {
-				aborted[pid] = aborted[pid][1:]
+			if attrs&attrTxn != 0 && len(aborted[pid]) > 0 {
+				abort, err := withRecords(batch, attrs, isAbortMarker)
+				if err != nil {
+					return answered, next, err
+				}
+				if abort {
+					aborted[pid] = aborted[pid][1:]
+				}
 			}
 		case attrs&attrTxn != 0 && len(aborted[pid]) > 0 && first >= aborted[pid][0]:
 			// An aborted transaction's records.
 		case answered < len(asks) && asks[answered].off <= last:
+			// Only now are the records decoded: an asked offset is here.
 			firstTime := int64(binary.BigEndian.Uint64(batch[offFirstTime:]))
 			maxTime := int64(binary.BigEndian.Uint64(batch[offMaxTime:]))
 			n := int(int32(binary.BigEndian.Uint32(batch[offNumRecords:])))
-			err := eachRecord(records, n, func(offsetDelta int64, timeDelta int64) {
-				offset := first + offsetDelta
-				if offset < next {
-					return
+			_, err := withRecords(batch, attrs, func(records []byte) bool {
+				err := eachRecord(records, n, func(offsetDelta int64, timeDelta int64) {
+					offset := first + offsetDelta
+					if offset < next {
+						return
+					}
+					ts := firstTime + timeDelta
+					if attrs&attrLogAppend != 0 {
+						ts = maxTime
+					}
+					for answered < len(asks) && asks[answered].off <= offset {
+						found(asks[answered], offset, ts)
+						answered++
+					}
+				})
+				if err != nil {
+					decodeErr = err
 				}
-				ts := firstTime + timeDelta
-				if attrs&attrLogAppend != 0 {
-					ts = maxTime
-				}
-				for answered < len(asks) && asks[answered].off <= offset {
-					found(asks[answered], offset, ts)
-					answered++
-				}
+				return false
 			})
+			if err == nil {
+				err = decodeErr
+			}
 			if err != nil {
 				return answered, next, err
 			}
@@ -100,18 +130,21 @@ func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []ask, found 
 	return answered, next, nil
 }
 
-// batchRecords returns a batch's records, decompressed.
-func batchRecords(batch []byte, attrs int16) ([]byte, error) {
+// withRecords calls fn with a batch's records, decompressed into a lent
+// buffer that is returned afterwards.
+func withRecords(batch []byte, attrs int16, fn func([]byte) bool) (bool, error) {
 	raw := batch[batchHeaderLen:]
 	codec := kgo.CompressionCodecType(attrs & attrCompression)
 	if codec == kgo.CodecNone {
-		return raw, nil
+		return fn(raw), nil
 	}
 	out, err := decompressor.Decompress(raw, codec)
 	if err != nil {
-		return nil, fmt.Errorf("decompress record batch: %w", err)
+		return false, fmt.Errorf("decompress record batch: %w", err)
 	}
-	return out, nil
+	r := fn(out)
+	buffers.PutDecompressBytes(out)
+	return r, nil
 }
 
 // eachRecord calls fn with the offset and timestamp deltas of the first n

@@ -32,6 +32,10 @@ func Opts(k *config.Kafka) ([]kgo.Opt, error) {
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.RetryTimeout(10 * time.Second),
 		kgo.MetadataMinAge(5 * time.Second),
+		// The exporter only reads: it pushes no client telemetry
+		// (KIP-714) to the brokers it watches. Pushing it costs a few
+		// MiB of compression buffers per client as well.
+		kgo.DisableClientMetrics(),
 	}
 	if k.TLS.Enabled {
 		tc, err := tlsConfig(k.TLS)
