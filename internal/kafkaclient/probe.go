@@ -116,26 +116,41 @@ func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want)
 
 // plan groups wants by partition.
 func plan(meta kadm.TopicDetails, wants []Want) ([]*partState, []error) {
-	type tp struct {
-		t string
-		p int32
-	}
-	byTP := map[tp]*partState{}
-	var errs []error
-	var states []*partState
+	// Partitions by topic, then by number: wants come topic by topic, so
+	// a topic name is hashed once per run of wants, not once per want.
+	byTopic := map[string][]*partState{}
+	var (
+		errs    []error
+		states  []*partState
+		curName string
+		cur     []*partState
+		curOK   bool
+	)
 	for i, w := range wants {
-		k := tp{w.Topic, w.Partition}
-		s := byTP[k]
+		if !curOK || w.Topic != curName {
+			byTopic[curName] = cur
+			curName, curOK = w.Topic, true
+			cur = byTopic[w.Topic]
+		}
+		if w.Partition < 0 {
+			errs = append(errs, fmt.Errorf("read %s/%d: no such partition", w.Topic, w.Partition))
+			continue
+		}
+		for int(w.Partition) >= len(cur) {
+			cur = append(cur, nil)
+		}
+		s := cur[w.Partition]
 		if s == nil {
 			td, ok := meta[w.Topic]
 			pd, pok := td.Partitions[w.Partition]
 			if !ok || !pok || td.Err != nil || pd.Err != nil || pd.Leader < 0 {
-				byTP[k] = &partState{err: fmt.Errorf("read %s/%d: no leader known", w.Topic, w.Partition)}
-				errs = append(errs, byTP[k].err)
+				s = &partState{err: fmt.Errorf("read %s/%d: no leader known", w.Topic, w.Partition)}
+				cur[w.Partition] = s
+				errs = append(errs, s.err)
 				continue
 			}
 			s = &partState{topic: w.Topic, id: td.ID, part: w.Partition, leader: pd.Leader}
-			byTP[k] = s
+			cur[w.Partition] = s
 			states = append(states, s)
 		}
 		if s.err != nil {
