@@ -64,7 +64,8 @@ type Auditor struct {
 	win        *window
 	records    uint64
 	sampled    uint64
-	malformed  uint64
+	malformed  uint64 // records from Start on
+	reread     uint64 // malformed records older than Start
 	duplicates uint64
 	dups       map[string]*Duplicate
 	dupsOver   int
@@ -178,8 +179,11 @@ func (a *Auditor) SetCompareInterval(d time.Duration) {
 // Start tails the topics and compares every interval until ctx ends or
 // Close is called. Counters count what happens from Start on: records
 // older than Start (the window re-read after a restart) rebuild the state
-// and list their duplicates in the report, but do not add to
-// outbox_audit_duplicates_total, so a restart does not count them twice.
+// and are listed in the report (duplicates, re-read malformed records),
+// but do not add to the duplicates or malformed counters, and rows
+// created more than grace before Start do not add to the checked counter;
+// so a restart does not count the window twice. What happened while the
+// exporter was down is in the report, not in the counters.
 func (a *Auditor) Start(ctx context.Context) {
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.mu.Lock()
@@ -276,6 +280,12 @@ func (a *Auditor) updateReady() {
 	a.logger.Info("audit window read", "since", a.started.Add(-a.cfg.Window))
 }
 
+func (a *Auditor) startedAt() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.started
+}
+
 // Ready reports whether the tailer has read the whole window that existed
 // at Start; until then no row is judged.
 func (a *Auditor) Ready() bool {
@@ -304,7 +314,8 @@ func (a *Auditor) tail(ctx context.Context) {
 			}
 		})
 		batch = batch[:0]
-		var n, malformed uint64
+		var n, malformed, reread uint64
+		start := a.startedAt().UnixMilli()
 		offsets := map[topicPartition]int64{}
 		fs.EachRecord(func(r *kgo.Record) {
 			tp := topicPartition{r.Topic, r.Partition}
@@ -317,7 +328,11 @@ func (a *Auditor) tail(ctx context.Context) {
 			n++
 			id, err := a.extract.ID(r)
 			if err != nil {
-				malformed++
+				if r.Timestamp.UnixMilli() < start {
+					reread++
+				} else {
+					malformed++
+				}
 				a.logger.Debug("skip record without event id", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", err)
 				return
 			}
@@ -327,19 +342,20 @@ func (a *Auditor) tail(ctx context.Context) {
 			}
 			batch = append(batch, sampledRecord{id: id, fp: fp, ts: r.Timestamp.UnixMilli()})
 		})
-		a.observe(batch, offsets, n, malformed, fetchErr)
+		a.observe(batch, offsets, n, malformed, reread, fetchErr)
 		clear(batch) // drop references to the records
 	}
 }
 
 // observe adds a polled batch to the window.
-func (a *Auditor) observe(batch []sampledRecord, offsets map[topicPartition]int64, n, malformed uint64, fetchErr error) {
+func (a *Auditor) observe(batch []sampledRecord, offsets map[topicPartition]int64, n, malformed, reread uint64, fetchErr error) {
 	now := a.clock().UnixMilli()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	start := a.started.UnixMilli()
 	a.records += n
 	a.malformed += malformed
+	a.reread += reread
 	for _, r := range batch {
 		dup, in := a.win.add(r.fp, r.ts, now)
 		if !in {

@@ -202,6 +202,10 @@ func (f *fixture) seed(n int, now time.Time) *scenario {
 			s.malformed++
 		}
 	}
+	// A record without an id after the start: counted.
+	live := rec("messages", 0, "", time.Time{})
+	live.Headers = nil
+	s.late = append(s.late, live)
 	// Records outside the window, of ids that the window must not see.
 	for i := 0; i < n; i++ {
 		recs = append(recs, rec("messages", 0, fmt.Sprintf("lost-%d", i), ago(3*time.Hour)))
@@ -292,8 +296,13 @@ func TestAuditFindings(t *testing.T) {
 			if !st.Compared || st.Missing != len(restrict(s.missing, sampler)) || st.Unmarked != len(restrict(s.unmarked, sampler)) {
 				t.Errorf("stats %+v do not match the report", st)
 			}
-			if st.Malformed != uint64(s.malformed) {
-				t.Errorf("malformed = %d, want %d", st.Malformed, s.malformed)
+			// Malformed records before the start are re-read, not counted.
+			wantMalformed, wantReread := uint64(1), uint64(s.malformed)
+			if sample != 1 {
+				wantMalformed, wantReread = 0, uint64(s.malformed+1)
+			}
+			if st.Malformed != wantMalformed || r.RereadMalformed != wantReread {
+				t.Errorf("malformed = %d, re-read %d, want %d, %d", st.Malformed, r.RereadMalformed, wantMalformed, wantReread)
 			}
 			// Duplicates before the start rebuild state but are not counted;
 			// each later copy is counted once.
@@ -339,9 +348,15 @@ func TestAuditRestartMidWindow(t *testing.T) {
 		!reflect.DeepEqual(dupIDs(after.Duplicates), dupIDs(before.Duplicates)) {
 		t.Errorf("after restart:\n%+v\nbefore:\n%+v", after, before)
 	}
+	if m := first.Stats().Malformed; m != 1 {
+		t.Errorf("first process counted %d malformed records, want 1", m)
+	}
 	// The re-read window is not counted again.
-	if d := second.Stats().Duplicates; d != 0 {
-		t.Errorf("restarted process counted %d re-read duplicates, want 0", d)
+	if st := second.Stats(); st.Duplicates != 0 || st.Malformed != 0 {
+		t.Errorf("restarted process counted %d re-read duplicates and %d malformed records, want 0", st.Duplicates, st.Malformed)
+	}
+	if got := second.Report().RereadMalformed; got != uint64(s.malformed+1) {
+		t.Errorf("re-read malformed = %d, want %d", got, s.malformed+1)
 	}
 }
 
@@ -410,8 +425,8 @@ func TestAuditKeyAndJSON(t *testing.T) {
 		if got := ids(r.Unmarked); !reflect.DeepEqual(got, []string{"42"}) {
 			t.Errorf("unmarked %v, want [42]", got)
 		}
-		if m := a.Stats().Malformed; m != 4 {
-			t.Errorf("malformed = %d, want 4", m)
+		if m := a.Report().RereadMalformed; m != 4 {
+			t.Errorf("re-read malformed = %d, want 4", m)
 		}
 	})
 	t.Run("key", func(t *testing.T) {
@@ -425,8 +440,8 @@ func TestAuditKeyAndJSON(t *testing.T) {
 		if got := dupIDs(r.Duplicates); !reflect.DeepEqual(got, map[string]int{"j-1": 2}) {
 			t.Errorf("duplicates %v, want j-1 twice", got)
 		}
-		if m := a.Stats().Malformed; m != 0 {
-			t.Errorf("malformed = %d, want 0", m)
+		if m := a.Report().RereadMalformed; m != 0 {
+			t.Errorf("re-read malformed = %d, want 0", m)
 		}
 	})
 }

@@ -30,7 +30,11 @@ type Report struct {
 	// including those re-read after a restart.
 	Duplicates        []Duplicate `json:"duplicates"`
 	DuplicatesOmitted int         `json:"duplicates_omitted"`
-	Error             string      `json:"error,omitempty"`
+	// RereadMalformed counts records without a readable event id that
+	// are older than the auditor's start: re-read, not counted in
+	// outbox_audit_malformed_records_total.
+	RereadMalformed uint64 `json:"reread_malformed_records"`
+	Error           string `json:"error,omitempty"`
 }
 
 // Report returns the last comparison's findings.
@@ -47,6 +51,7 @@ func (a *Auditor) Report() Report {
 		Unmarked:          []Finding{},
 		Duplicates:        make([]Duplicate, 0, len(a.dups)),
 		DuplicatesOmitted: a.dupsOver,
+		RereadMalformed:   a.reread,
 	}
 	if a.result != nil {
 		at := a.result.at.UTC()
