@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +39,28 @@ func TestConfigYAMLParses(t *testing.T) {
 	a := cfg.Audit["messages"]
 	if a == nil || a.Sample != 1.0 || a.Grace != 15*time.Second || a.Window != 10*time.Minute || a.EventID != "header:event_id" || len(a.Topics) != 1 || a.Topics[0] != "messages" {
 		t.Fatalf("audit messages: %+v", a)
+	}
+}
+
+func TestWriteConfigAndGuide(t *testing.T) {
+	o := Options{}
+	o.setDefaults()
+	p := &Pipeline{opts: o, dbURL: "postgres://postgres:pw@127.0.0.1:5432/outbox_demo", brokers: []string{"127.0.0.1:9092"}}
+	path, err := p.WriteConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file %s: %v, %v; want mode 0600", path, fi, err)
+	}
+	if _, err := config.Load(path); err != nil {
+		t.Fatalf("written config does not load: %v", err)
+	}
+	g := exporterGuide("http://127.0.0.1:9187", o)
+	for _, want := range []string{"http://127.0.0.1:9187/metrics", "/api/v1/stuck?outbox=messages", "/api/v1/reconcile?job=search_index", "/api/v1/audit?outbox=messages"} {
+		if !strings.Contains(g, want) {
+			t.Errorf("guide lacks %s:\n%s", want, g)
+		}
 	}
 }

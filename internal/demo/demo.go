@@ -13,6 +13,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,17 +70,19 @@ type Options struct {
 	// LeaseTTL is the claim lease. Default 15s.
 	LeaseTTL time.Duration
 	// ReclaimAfter is how long past its expiry a lease must be before
-	// another relay takes the row back. Default 30s.
+	// another relay takes the row back. Default 90s, so a crashed relay's
+	// row stays visible (lease_expired, then past its deadline) for
+	// longer than an alert's `for: 1m`.
 	ReclaimAfter time.Duration
 	// UnknownBackoff is the wait before retrying a publish whose result is
-	// unknown. Default 75s: long enough for the audit (20s time buckets of
-	// a 10m window, 15s grace, a comparison every 30s) to see the row
-	// unmarked while its event is on the topic.
+	// unknown. Default 2m: the audit (20s time buckets of a 10m window,
+	// 15s grace, a comparison every 30s) sees the row unmarked while its
+	// event is on the topic within about 65s; the rest keeps it visible.
 	UnknownBackoff time.Duration
 	// MaxAttempts before a row is ABANDONED. Default 5.
 	MaxAttempts int
 	// StallFor is how long a consumer stall lasts. Default NotifyDeadline
-	// plus one minute.
+	// plus two minutes: the lag stays past its deadline for two minutes.
 	StallFor time.Duration
 
 	// OutboxDeadline is the outbox notification deadline. Default 30s.
@@ -132,12 +136,12 @@ func (o *Options) setDefaults() {
 	}
 	def(&o.PollInterval, 200*time.Millisecond)
 	def(&o.LeaseTTL, 15*time.Second)
-	def(&o.ReclaimAfter, 30*time.Second)
-	def(&o.UnknownBackoff, 75*time.Second)
+	def(&o.ReclaimAfter, 90*time.Second)
+	def(&o.UnknownBackoff, 2*time.Minute)
 	def(&o.OutboxDeadline, 30*time.Second)
 	def(&o.GroupDeadline, time.Minute)
 	def(&o.NotifyDeadline, 30*time.Second)
-	def(&o.StallFor, o.NotifyDeadline+time.Minute)
+	def(&o.StallFor, o.NotifyDeadline+2*time.Minute)
 	def(&o.ReconcileGrace, 20*time.Second)
 	def(&o.AuditGrace, 15*time.Second)
 	def(&o.AuditWindow, 10*time.Minute)
@@ -478,6 +482,32 @@ func (p *Pipeline) Options() Options { return p.opts }
 
 // ConfigYAML returns an exporter configuration for this pipeline.
 func (p *Pipeline) ConfigYAML() []byte { return configYAML(p.dbURL, p.brokers, p.opts) }
+
+// WriteConfig writes ConfigYAML to demo.yml in dir, readable by the owner
+// only (the DSN may hold a password), and returns its path.
+func (p *Pipeline) WriteConfig(dir string) (string, error) {
+	path := filepath.Join(dir, "demo.yml")
+	if err := os.WriteFile(path, p.ConfigYAML(), 0o600); err != nil {
+		return "", fmt.Errorf("write demo config: %w", err)
+	}
+	return path, nil
+}
+
+// AnnounceExporter tells the person watching where the exporter serves
+// (baseURL such as http://127.0.0.1:9187) and what to open.
+func (p *Pipeline) AnnounceExporter(baseURL string) {
+	p.say(exporterGuide(strings.TrimRight(baseURL, "/"), p.opts))
+}
+
+func exporterGuide(base string, o Options) string {
+	return fmt.Sprintf("The exporter watches the pipeline at %[1]s/ . Open:\n"+
+		"  %[1]s/                                 the on-call page: every outbox, group, reconcile job and audit against its deadline\n"+
+		"  %[1]s/metrics                          the metrics Prometheus scrapes (outbox_*)\n"+
+		"  %[1]s/api/v1/stuck?outbox=messages     the oldest unpublished rows\n"+
+		"  %[1]s/api/v1/reconcile?job=search_index the last reconcile findings (every %[2]s)\n"+
+		"  %[1]s/api/v1/audit?outbox=messages     ids published but not on the topic, or on the topic but not marked\n"+
+		"Each fault is announced here with the metric to watch. Stop with Ctrl-C.\n", base, o.ReconcileSchedule)
+}
 
 // Close stops every goroutine, client, Kafka cluster and PostgreSQL
 // process the pipeline started, and drops the database if DropOnClose.
