@@ -389,9 +389,9 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		if g.gone {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(kafkaDeadlineDesc, prometheus.GaugeValue, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
+		send(ch, &partial, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
 		if g.membersOK {
-			ch <- prometheus.MustNewConstMetric(kafkaMembersDesc, prometheus.GaugeValue, float64(g.members), c.cluster, g.name)
+			send(ch, &partial, kafkaMembersDesc, float64(g.members), c.cluster, g.name)
 		}
 	}
 	decided := make([]lag.Partition, 0, 64)
@@ -411,10 +411,10 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		}
 		sum := lag.Sum(decided)
 		if sum.MessagesOK {
-			ch <- prometheus.MustNewConstMetric(kafkaLagMessagesDesc, prometheus.GaugeValue, float64(sum.Messages), c.cluster, tp.group.name, tp.topic)
+			send(ch, &partial, kafkaLagMessagesDesc, float64(sum.Messages), c.cluster, tp.group.name, tp.topic)
 		}
 		if sum.SecondsOK {
-			ch <- prometheus.MustNewConstMetric(kafkaLagSecondsDesc, prometheus.GaugeValue, sum.Seconds, c.cluster, tp.group.name, tp.topic)
+			send(ch, &partial, kafkaLagSecondsDesc, sum.Seconds, c.cluster, tp.group.name, tp.topic)
 		}
 	}
 
@@ -433,10 +433,24 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 			c.known[g.name] = g.typ
 		}
 	}
+	c.logger.Debug("kafka lag collected", "cluster", c.cluster, "groups", len(states), "topics", len(topics),
+		"records_read", len(wants), "cached", len(c.probes), "failures", len(partial))
 	if len(partial) > 0 {
 		return fmt.Errorf("kafka %s: partial results: %w", c.cluster, errors.Join(partial...))
 	}
 	return nil
+}
+
+// send sends one gauge. A group name that is not valid UTF-8 cannot be a
+// label value: that series is left out and reported, instead of the
+// panic of MustNewConstMetric taking the exporter down.
+func send(ch chan<- prometheus.Metric, partial *[]error, desc *prometheus.Desc, v float64, labels ...string) {
+	m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	if err != nil {
+		*partial = append(*partial, fmt.Errorf("series %q: %w", labels, err))
+		return
+	}
+	ch <- m
 }
 
 // listGroups lists the cluster's groups with their types and selects the
