@@ -686,3 +686,28 @@ func TestKafkaListFailsOnOneBroker(t *testing.T) {
 		t.Fatalf("series changed while one broker failed listing:\nbefore %v\nafter  %v", keys(before), keys(after))
 	}
 }
+
+// TestKafkaDeletedTopic: commits left on a deleted topic give no series
+// and no error; the group's other topics are still collected.
+func TestKafkaDeletedTopic(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	k := kafkaCfg(kc.Brokers(), "search-index")
+	cl, adm := kafkaAdmin(t, k)
+	seedTopic(t, cl, adm, "events", 1, 10)
+	seedTopic(t, cl, adm, "gone", 1, 10)
+	commit(t, adm, "search-index", "events", map[int32]int64{0: 8})
+	commit(t, adm, "search-index", "gone", map[int32]int64{0: 1})
+	if _, err := adm.DeleteTopic(kafkaCtx(t), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := scrape(t, newKafka(t, k), 10*time.Second)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	for key := range got {
+		if strings.Contains(key, "topic=gone") {
+			t.Fatalf("series for a deleted topic: %s", key)
+		}
+	}
+	wantSeries(t, got, map[string]float64{lagKey("outbox_consumer_lag_messages", "search-index", "events"): 2}, 0)
+}

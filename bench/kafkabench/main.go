@@ -44,6 +44,7 @@ func main() {
 		partitions = flag.Int("partitions", 24, "partitions per topic; every group consumes one topic")
 		topics     = flag.Int("topics", 10, "topics the groups are spread over")
 		records    = flag.Int("records", 200, "records per partition")
+		batch      = flag.Int("batch", 20, "records per produced batch")
 		brokers    = flag.Int("brokers", 3, "kfake brokers")
 		reps       = flag.Int("reps", 5, "repetitions; medians are reported")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run (seeding excluded) here")
@@ -71,14 +72,14 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("-groups %q: %w", s, err))
 		}
-		r, err := run(n, *partitions, *topics, *records, *brokers, *reps)
+		r, err := run(n, *partitions, *topics, *records, *batch, *brokers, *reps)
 		if err != nil {
 			fail(err)
 		}
 		rows = append(rows, r)
 	}
-	fmt.Printf("\nkfake, %d brokers, %d topics x %d partitions, %d records per partition, every group lagging on every partition; medians of %d runs; Go %s, GOMAXPROCS %d\n\n",
-		*brokers, *topics, *partitions, *records, *reps, runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Printf("\nkfake, %d brokers, %d topics x %d partitions, %d records of 100 bytes per partition in batches of %d, every group lagging on every partition at its own offsets; medians of %d runs; Go %s, GOMAXPROCS %d\n\n",
+		*brokers, *topics, *partitions, *records, *batch, *reps, runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Println("| groups | kadm.Lag cold | collection cold | ratio | kadm.Lag warm | collection steady | ratio | collection, 10% moved | ratio |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -144,7 +145,7 @@ var profile string
 
 var base = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 
-func run(groups, partitions, topics, records, brokers, reps int) (row, error) {
+func run(groups, partitions, topics, records, batch, brokers, reps int) (row, error) {
 	r := row{groups: groups}
 	c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
 	if err != nil {
@@ -155,7 +156,7 @@ func run(groups, partitions, topics, records, brokers, reps int) (row, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	names, err := seed(ctx, k, groups, partitions, topics, records)
+	names, err := seed(ctx, k, groups, partitions, topics, records, batch)
 	if err != nil {
 		return r, err
 	}
@@ -298,7 +299,7 @@ func timeCollect(ctx context.Context, c *collectors.Kafka) (time.Duration, int, 
 // seed creates the topics, writes records (timestamped a second apart, in
 // batches as a producer would) and commits every group at its own offsets
 // behind the end.
-func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, records int) ([]string, error) {
+func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, records, batch int) ([]string, error) {
 	cl, err := kafkaclient.New(k, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -313,16 +314,20 @@ func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, reco
 		return nil, fmt.Errorf("create topics: %w", err)
 	}
 	value := make([]byte, 100)
-	var rs []*kgo.Record
-	for _, t := range names {
-		for p := 0; p < partitions; p++ {
-			for i := 0; i < records; i++ {
-				rs = append(rs, &kgo.Record{Topic: t, Partition: int32(p), Value: value, Timestamp: base.Add(time.Duration(i) * time.Second)})
+	// One ProduceSync per batch round: every partition gets batch
+	// records per round, so each partition holds records/batch batches.
+	for from := 0; from < records; from += batch {
+		var rs []*kgo.Record
+		for _, t := range names {
+			for p := 0; p < partitions; p++ {
+				for i := from; i < min(from+batch, records); i++ {
+					rs = append(rs, &kgo.Record{Topic: t, Partition: int32(p), Value: value, Timestamp: base.Add(time.Duration(i) * time.Second)})
+				}
 			}
 		}
-	}
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		return nil, fmt.Errorf("produce: %w", err)
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			return nil, fmt.Errorf("produce: %w", err)
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var gs []string
