@@ -176,26 +176,22 @@ func (p *plan) authoritySelect(w *window, a *args, outboxCond string) string {
 	return q
 }
 
-// chunkQuery reads the authority (and outbox) rows of one key range in
-// key order. Both sides carry the range so that the merge join reads two
-// bounded index ranges.
-func (p *plan) chunkQuery(w *window, lo, hi bound, kt keyType) (string, []any) {
+// chunkQuery reads the next n authority keys after lo (up to limit),
+// each joined with the outbox row of its version, in key order. The plan
+// is a merge left join of two index scans starting at lo: the outbox scan
+// carries the same lower bound, and the join ends when the page of
+// authority rows does.
+func (p *plan) chunkQuery(w *window, lo, limit bound, n int, kt keyType) (string, []any) {
 	a := &args{}
-	oc := ""
-	if p.hasOutbox {
-		oc = rangeCond("o.k", lo, hi, kt, a)
+	page := "SELECT " + p.aKey + ", " + p.aVersion + ", " + p.aCreated + " FROM " + p.aTable +
+		" WHERE " + rangeCond(p.aKey, lo, limit, kt, a) + " ORDER BY " + p.aKey + " LIMIT " + a.add(n)
+	q := "SELECT a." + p.aKey + ", a." + p.aVersion + ", " + p.judgedExpr(w, a)
+	if !p.hasOutbox {
+		return q + " FROM (" + page + ") a ORDER BY a." + p.aKey, a.vals
 	}
-	q := p.authoritySelect(w, a, oc)
-	q += " WHERE " + rangeCond("a."+p.aKey, lo, hi, kt, a) + " ORDER BY a." + p.aKey
-	return q, a.vals
-}
-
-// boundaryQuery finds the n-th authority key after lo (not beyond limit):
-// the upper end of the next chunk.
-func (p *plan) boundaryQuery(lo, limit bound, n int, kt keyType) (string, []any) {
-	a := &args{}
-	q := "SELECT " + p.aKey + " FROM " + p.aTable + " WHERE " + rangeCond(p.aKey, lo, limit, kt, a) +
-		" ORDER BY " + p.aKey + " OFFSET " + a.add(n-1) + " LIMIT 1"
+	q += ", o.st, (o.created < " + a.add(w.cut) + ")"
+	q += " FROM (" + page + ") a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion +
+		" AND " + rangeCond("o.k", lo, limit, kt, a) + " ORDER BY a." + p.aKey
 	return q, a.vals
 }
 

@@ -75,10 +75,10 @@ type runner struct {
 type hooks struct {
 	// afterChunk, when set, runs between chunks.
 	afterChunk func(chunk int)
-	// betweenSides, when set, makes a chunk read its sides one after the
-	// other, the target first if targetFirst, and runs in between.
+	// betweenSides, when set, runs after a chunk's authority page was read
+	// and before its target range is, and makes the target range and the
+	// next authority page be read one after the other.
 	betweenSides func(chunk int)
-	targetFirst  bool
 	// onRun, when set, runs as a run starts (true) and ends (false).
 	onRun func(start bool)
 }
@@ -110,22 +110,89 @@ func (r *runner) run(ctx context.Context) error {
 		lo = bound{set: true, inclusive: true, k: kmin}
 		limit = bound{set: true, inclusive: true, k: kmax}
 	}
+	return r.walk(ctx, lo, limit)
+}
+
+// walk compares the key range (lo, limit] chunk by chunk. A chunk is a
+// page of the authority (joined with the outbox) of chunkRows keys after
+// lo; its last key hi bounds the target's range (lo, hi]. The target's
+// range of one chunk is read together with the authority's next page, so
+// both databases work at once and the target is always read after the
+// authority rows it is compared with.
+func (r *runner) walk(ctx context.Context, lo, limit bound) error {
+	var bufs [2][]aRow
+	curRows := r.chunkRows
+	cur, err := r.fetchAuthority(ctx, lo, limit, curRows, bufs[0][:0])
+	if err != nil {
+		return err
+	}
+	bufs[0] = cur
+	// curRows is the page size cur was read with: a shorter page is the
+	// last.
 	for chunk := 0; ; chunk++ {
-		hi, last, err := r.boundary(ctx, lo, limit)
-		if err != nil {
+		last := len(cur) < curRows
+		hi := limit
+		if !last {
+			hi = bound{set: true, inclusive: true, k: cur[len(cur)-1].k}
+		}
+		var (
+			ts           []tRow
+			next         []aRow
+			nextRows     = r.chunkRows
+			aTook, tTook time.Duration
+		)
+		readTarget := func(ctx context.Context) error {
+			if r.p.target == nil {
+				return nil
+			}
+			t := time.Now()
+			var err error
+			ts, err = r.fetchTarget(ctx, lo, hi)
+			tTook = time.Since(t)
 			return err
 		}
-		if err := r.chunk(ctx, chunk, lo, hi); err != nil {
+		readNext := func(ctx context.Context) error {
+			if last {
+				return nil
+			}
+			t := time.Now()
+			var err error
+			next, err = r.fetchAuthority(ctx, bound{set: true, k: hi.k}, limit, nextRows, bufs[(chunk+1)%2][:0])
+			aTook = time.Since(t)
+			return err
+		}
+		if h := r.hooks.betweenSides; h != nil {
+			h(chunk)
+			if err := readTarget(ctx); err != nil {
+				return err
+			}
+			if err := readNext(ctx); err != nil {
+				return err
+			}
+		} else {
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return readTarget(gctx) })
+			g.Go(func() error { return readNext(gctx) })
+			if err := g.Wait(); err != nil {
+				return err
+			}
+		}
+		if !last {
+			bufs[(chunk+1)%2] = next
+		}
+		r.tBuf = ts
+		if err := r.compare(ctx, cur, ts); err != nil {
 			return err
 		}
 		r.res.Chunks++
 		if last {
 			return nil
 		}
+		r.resize(max(aTook, tTook))
 		if r.hooks.afterChunk != nil {
 			r.hooks.afterChunk(chunk)
 		}
-		lo = bound{set: true, k: hi.k}
+		lo, cur, curRows = bound{set: true, k: hi.k}, next, nextRows
 	}
 }
 
@@ -196,78 +263,9 @@ func (r *runner) windowKeys(ctx context.Context, kmin, kmax *key) (bool, error) 
 	return found, nil
 }
 
-// boundary returns the upper end of the chunk after lo: the chunkRows-th
-// authority key, or limit (possibly unset: no upper end) for the last
-// chunk.
-func (r *runner) boundary(ctx context.Context, lo, limit bound) (bound, bool, error) {
-	q, args := r.p.boundaryQuery(lo, limit, r.chunkRows, r.kt)
-	rows, err := r.p.authority.Query(ctx, q, args...)
-	if err != nil {
-		return bound{}, false, fmt.Errorf("find the next chunk's end: %w", err)
-	}
-	defer rows.Close()
-	hi := limit
-	last := true
-	for rows.Next() {
-		k, err := decodeKey(r.kt, rows.FieldDescriptions()[0], rows.RawValues()[0])
-		if err != nil {
-			return bound{}, false, fmt.Errorf("find the next chunk's end: %w", err)
-		}
-		hi = bound{set: true, inclusive: true, k: k}
-		last = limit.set && compareKeys(k, limit.k) >= 0
-	}
-	if err := rows.Err(); err != nil {
-		return bound{}, false, fmt.Errorf("find the next chunk's end: %w", err)
-	}
-	return hi, last, nil
-}
-
-// chunk compares one key range: reads both sides at once, merges them,
-// re-checks what looks like a gap, and records what the re-check confirms.
-func (r *runner) chunk(ctx context.Context, n int, lo, hi bound) error {
-	var (
-		as           []aRow
-		ts           []tRow
-		aTook, tTook time.Duration
-	)
-	readAuthority := func(ctx context.Context) error {
-		t := time.Now()
-		var err error
-		as, err = r.fetchAuthority(ctx, lo, hi)
-		aTook = time.Since(t)
-		return err
-	}
-	readTarget := func(ctx context.Context) error {
-		if r.p.target == nil {
-			return nil
-		}
-		t := time.Now()
-		var err error
-		ts, err = r.fetchTarget(ctx, lo, hi)
-		tTook = time.Since(t)
-		return err
-	}
-	if h := r.hooks.betweenSides; h != nil {
-		first, second := readAuthority, readTarget
-		if r.hooks.targetFirst {
-			first, second = readTarget, readAuthority
-		}
-		if err := first(ctx); err != nil {
-			return err
-		}
-		h(n)
-		if err := second(ctx); err != nil {
-			return err
-		}
-	} else {
-		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() error { return readAuthority(gctx) })
-		g.Go(func() error { return readTarget(gctx) })
-		if err := g.Wait(); err != nil {
-			return err
-		}
-	}
-	r.resize(max(aTook, tTook))
+// compare merges one chunk's sides, re-checks what looks like a gap, and
+// records what the re-check confirms.
+func (r *runner) compare(ctx context.Context, as []aRow, ts []tRow) error {
 	if r.sortKeys {
 		slices.SortStableFunc(as, func(x, y aRow) int { return compareKeys(x.k, y.k) })
 		slices.SortStableFunc(ts, func(x, y tRow) int { return compareKeys(x.k, y.k) })
@@ -298,8 +296,8 @@ func (r *runner) resize(took time.Duration) {
 // in one read-only transaction whose plan is a merge join of two index
 // ranges: a hash join of the same query spills to disk on large ranges,
 // and parallel workers would only add processes to a background job.
-func (r *runner) fetchAuthority(ctx context.Context, lo, hi bound) ([]aRow, error) {
-	q, args := r.p.chunkQuery(r.w, lo, hi, r.kt)
+func (r *runner) fetchAuthority(ctx context.Context, lo, limit bound, n int, buf []aRow) ([]aRow, error) {
+	q, args := r.p.chunkQuery(r.w, lo, limit, n, r.kt)
 	var out []aRow
 	err := pgx.BeginTxFunc(ctx, r.p.authority, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_hashjoin = off; SET LOCAL enable_nestloop = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off"); err != nil {
@@ -309,13 +307,12 @@ func (r *runner) fetchAuthority(ctx context.Context, lo, hi bound) ([]aRow, erro
 		if err != nil {
 			return err
 		}
-		out, err = r.scanAuthority(rows, r.aBuf[:0])
+		out, err = r.scanAuthority(rows, buf)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read authority chunk: %w", err)
 	}
-	r.aBuf = out
 	return out, nil
 }
 

@@ -26,6 +26,7 @@ type outcome struct {
 	Seconds     float64          `json:"seconds"`
 	PeakRSSMB   float64          `json:"peak_rss_mb"`
 	CPUSeconds  float64          `json:"cpu_seconds"`
+	PGCPU       float64          `json:"pg_cpu_seconds"`
 	RowsChecked int64            `json:"rows_checked"`
 	Chunks      int              `json:"chunks"`
 	Gaps        map[string]int64 `json:"gaps"`
@@ -147,17 +148,33 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window time.D
 			return err
 		}
 		out.Note = "both sides loaded into Go maps, no re-check"
+	case "checksum":
+		out.RowsChecked, err = checksumBoth(ctx, pools["a"], pools["b"])
+		if err != nil {
+			return err
+		}
+		out.Note = "count and sum(hashint8extended(key, version)) of both sides whole, concurrently: the floor of a bisection that finds nothing"
+	case "mergeplan", "hashplan":
+		out.RowsChecked, err = joinWhole(ctx, pools["a"], mode == "mergeplan")
+		if err != nil {
+			return err
+		}
+		out.Note = "authority LEFT JOIN outbox over the whole table in one query, rows counted on the server"
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
 	}
 	out.Seconds = time.Since(t).Seconds()
 	out.PeakRSSMB = peakRSSMB()
 	out.CPUSeconds = cpuSeconds() - cpu0
+	out.PGCPU = backendCPU(ctx, pools)
 	for id := range exp {
 		n, _ := strconv.ParseInt(id, 10, 64)
 		if scope == nil || scope(n) {
 			out.Expected++
 		}
+	}
+	if findings == nil && mode != "maps" && out.Gaps == nil {
+		out.Expected = 0
 	}
 	for _, f := range findings {
 		if kind, ok := exp[f.Key]; ok && kind == string(f.Kind) {
@@ -197,16 +214,26 @@ func measure(ctx context.Context, aURL, bURL string, rows int) error {
 	return nil
 }
 
-var modes = []string{"sweep", "window", "maps", "sweep"}
+var modes = []string{"sweep", "window", "maps", "checksum", "mergeplan", "hashplan"}
 
 func printTable(outs []outcome, rows int) {
 	base := outs[0]
 	fmt.Printf("reconcile, %d authority rows (+ outbox) in reconcile_bench_a vs %d-row target in reconcile_bench_b, 100 injected gaps\n\n", rows, rows-pendingRows)
-	fmt.Printf("| mode | seconds | vs sweep | peak RSS MB | vs sweep | rows checked | chunks | injected found / in scope | other findings |\n")
-	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| mode | seconds | vs sweep | exporter CPU s | server CPU s | peak RSS MB | vs sweep | rows | chunks | injected found / in scope | other findings |\n")
+	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, o := range outs {
-		fmt.Printf("| %s | %.2f | %.2fx | %.0f | %.2fx | %d | %d | %d / %d | %d |\n",
-			o.Mode, o.Seconds, o.Seconds/base.Seconds, o.PeakRSSMB, o.PeakRSSMB/base.PeakRSSMB, o.RowsChecked, o.Chunks, o.Found, o.Expected, o.Extra)
+		found := fmt.Sprintf("%d / %d", o.Found, o.Expected)
+		if o.Gaps == nil && o.Mode != "maps" {
+			found = "-"
+		}
+		fmt.Printf("| %s | %.2f | %.2fx | %.1f | %.1f | %.0f | %.2fx | %d | %d | %s | %d |\n",
+			o.Mode, o.Seconds, o.Seconds/base.Seconds, o.CPUSeconds, o.PGCPU, o.PeakRSSMB, o.PeakRSSMB/base.PeakRSSMB, o.RowsChecked, o.Chunks, found, o.Extra)
+	}
+	fmt.Println()
+	for _, o := range outs {
+		if o.Note != "" {
+			fmt.Printf("- %s: %s\n", o.Mode, o.Note)
+		}
 	}
 }
 
@@ -217,4 +244,27 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// backendCPU sums the CPU time of the server processes behind the pools'
+// sessions, read from /proc: the benchmark runs beside the server. The
+// pools were opened for this mode, so their sessions did nothing else.
+func backendCPU(ctx context.Context, pools map[string]*pgxpool.Pool) float64 {
+	tick := 100.0 // USER_HZ
+	total := 0.0
+	for _, pool := range pools {
+		for _, c := range pool.AcquireAllIdle(ctx) {
+			var pid int
+			if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err == nil {
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+					f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+					ut, _ := strconv.ParseFloat(f[11], 64)
+					st, _ := strconv.ParseFloat(f[12], 64)
+					total += (ut + st) / tick
+				}
+			}
+			c.Release()
+		}
+	}
+	return total
 }
