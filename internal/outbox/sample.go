@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -92,6 +93,8 @@ type oldest struct {
 	age    float64
 }
 
+const noJIT = `SELECT set_config('jit', 'off', false)`
+
 // read is what one sample's queries fetched, before any decision.
 type read struct {
 	now       int64
@@ -136,6 +139,12 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 	nl := len(s.o.Labels)
 	r := &read{}
 	b := &pgx.Batch{}
+	// JIT off for the session, before any of the queries is planned: the
+	// planner's cost of a scan of the unpublished index grows with the
+	// index's size, which a past backlog leaves large (emptied pages are
+	// not returned), and past jit_above_cost compiling the expressions
+	// takes longer than reading the few rows left.
+	b.Queue(noJIT).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(NowQuery).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&r.now); err != nil {
 			return fmt.Errorf("read now: %w", err)
@@ -143,14 +152,14 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		return nil
 	})
 	b.Queue(spec.StateQuery()).Query(func(rows pgx.Rows) (err error) {
-		if r.groups, err = scanGroups(rows, nl, true); err != nil {
+		if r.groups, err = scanGroups(rows, nl, spec); err != nil {
 			return fmt.Errorf("count unpublished rows: %w", err)
 		}
 		return nil
 	})
 	if q := spec.DeadQuery(); q != "" {
 		b.Queue(q).Query(func(rows pgx.Rows) (err error) {
-			if r.dead, err = scanGroups(rows, nl, false); err != nil {
+			if r.dead, err = scanGroups(rows, nl, nil); err != nil {
 				return fmt.Errorf("count dead rows: %w", err)
 			}
 			return nil
@@ -226,20 +235,25 @@ func strs(ps []*string) []string {
 	return out
 }
 
-// scanGroups reads the state query (facts true) or the dead query.
-func scanGroups(rows pgx.Rows, nl int, facts bool) ([]group, error) {
+// scanGroups reads the state query (with its spec) or the dead query
+// (spec nil).
+func scanGroups(rows pgx.Rows, nl int, spec *Spec) ([]group, error) {
 	defer rows.Close()
+	facts := spec != nil
+	var nd int
+	if facts {
+		nd = len(spec.Deadlines())
+	}
 	var out []group
 	for rows.Next() {
 		var (
 			g      group
 			labels = make([]*string, nl)
 			age    *float64
-			dest   []any
-		)
-		var (
+			late   = make([]int64, nd)
 			status string
 			bits   int32
+			dest   []any
 		)
 		if facts {
 			dest = append(dest, &status, &bits)
@@ -249,7 +263,10 @@ func scanGroups(rows pgx.Rows, nl int, facts bool) ([]group, error) {
 		}
 		dest = append(dest, &g.rows)
 		if facts {
-			dest = append(dest, &age, &g.late)
+			dest = append(dest, &age)
+			for i := range late {
+				dest = append(dest, &late[i])
+			}
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
@@ -257,6 +274,7 @@ func scanGroups(rows pgx.Rows, nl int, facts bool) ([]group, error) {
 		g.labels = strs(labels)
 		if facts {
 			g.facts = FactsFromBits(status, bits)
+			g.late = late[spec.lateColumn(g.labels)]
 		}
 		if age != nil && *age > 0 {
 			g.age = *age

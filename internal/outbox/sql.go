@@ -307,7 +307,7 @@ func FactsFromBits(status string, bits int32) Facts {
 // one small integer in the grouping, which keeps the per-row work small.
 //
 // Columns: status, facts bits, labels..., rows, oldest age seconds, past
-// deadline rows.
+// deadline rows for each of Deadlines.
 func (s *Spec) StateQuery() string {
 	o := s.O
 	inner := []string{}
@@ -317,19 +317,20 @@ func (s *Spec) StateQuery() string {
 		add(col(o.Status), "st")
 		st = "s.st::text"
 	}
+	// (SELECT now() ...) is an InitPlan: computed once, not per row.
 	var bits []string
+	claimed := fmt.Sprintf("%d", factClaim)
+	passed := fmt.Sprintf("%d", factClaim|factLeasePassed)
 	switch {
+	case o.ClaimedAt != "" && o.LeaseTTL > 0:
+		add(col(o.ClaimedAt), "cl")
+		bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 WHEN s.cl < (SELECT now() - "+interval(o.LeaseTTL)+") THEN "+passed+" ELSE "+claimed+" END")
 	case o.ClaimedAt != "":
 		add(col(o.ClaimedAt), "cl")
-		bits = append(bits, fmt.Sprintf("CASE WHEN s.cl IS NOT NULL THEN %d ELSE 0 END", factClaim))
-		if o.LeaseTTL > 0 {
-			bits = append(bits, fmt.Sprintf("CASE WHEN s.cl < now() - %s THEN %d ELSE 0 END", interval(o.LeaseTTL), factLeasePassed))
-		}
+		bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 ELSE "+claimed+" END")
 	case o.LeaseUntil != "":
 		add(col(o.LeaseUntil), "cl")
-		bits = append(bits,
-			fmt.Sprintf("CASE WHEN s.cl IS NOT NULL THEN %d ELSE 0 END", factClaim),
-			fmt.Sprintf("CASE WHEN s.cl < now() THEN %d ELSE 0 END", factLeasePassed))
+		bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 WHEN s.cl < (SELECT now()) THEN "+passed+" ELSE "+claimed+" END")
 	}
 	if o.Attempts != "" {
 		add(col(o.Attempts), "at")
@@ -354,22 +355,46 @@ func (s *Spec) StateQuery() string {
 	for i := range group {
 		group[i] = strconv.Itoa(i + 1)
 	}
-	deadline := interval(o.Deadline)
-	if len(o.Deadlines) > 0 && len(o.Labels) > 0 {
-		var b strings.Builder
-		b.WriteString("CASE s.l0::text")
-		for _, k := range sortedKeys(o.Deadlines) {
-			b.WriteString(" WHEN " + pg.Literal(k) + " THEN " + interval(o.Deadlines[k]))
-		}
-		b.WriteString(" ELSE " + interval(o.Deadline) + " END")
-		deadline = b.String()
+	// One past-deadline count per distinct deadline, each a plain
+	// timestamp comparison; the group's first label picks its own.
+	var late []string
+	for _, d := range s.Deadlines() {
+		late = append(late, "(count(*) FILTER (WHERE s.cr < (SELECT now() - "+interval(d)+")))::int8")
 	}
-	return fmt.Sprintf(`SELECT %s, count(*)::int8, extract(epoch from now() - min(s.cr)::timestamptz)::float8,
-  (count(*) FILTER (WHERE s.cr < now() - %s))::int8
+	return fmt.Sprintf(`SELECT %s, count(*)::int8, extract(epoch from now() - min(s.cr)::timestamptz)::float8, %s
 FROM (SELECT %s FROM %s t WHERE %s LIMIT %d) s
 GROUP BY %s`,
-		strings.Join(outer, ", "), deadline, strings.Join(inner, ", "), s.table,
+		strings.Join(outer, ", "), strings.Join(late, ", "), strings.Join(inner, ", "), s.table,
 		s.where(s.UnpublishedPredicate()), o.MaxCount+1, strings.Join(group, ", "))
+}
+
+// Deadlines are the distinct deadlines of the outbox, shortest first: the
+// past-deadline columns of the state query.
+func (s *Spec) Deadlines() []time.Duration {
+	ds := []time.Duration{s.O.Deadline}
+	for _, d := range s.O.Deadlines {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	out := ds[:1]
+	for _, d := range ds[1:] {
+		if d != out[len(out)-1] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// lateColumn is the index, among Deadlines, of the deadline of rows with
+// these label values.
+func (s *Spec) lateColumn(labels []string) int {
+	d := Deadline(s.O, labels)
+	for i, x := range s.Deadlines() {
+		if x == d {
+			return i
+		}
+	}
+	return 0
 }
 
 // DeadQuery counts dead rows by label values, at most MaxCount+1 of them.
@@ -619,7 +644,14 @@ func (s *Spec) Indexes() map[string]Index {
 				inc = append(inc, c)
 			}
 		}
-		out["lease"] = Index{Name: IndexName(s.Name, "lease"), Columns: []string{lc}, Include: inc, Where: up,
+		// Only rows with a lease: the index stays small, and its predicate
+		// is not implied by the state query's, so the planner cannot pick
+		// it there instead of the covering unpublished index.
+		where := pg.Ident(lc) + " IS NOT NULL"
+		if up != "" {
+			where = up + " AND " + where
+		}
+		out["lease"] = Index{Name: IndexName(s.Name, "lease"), Columns: []string{lc}, Include: inc, Where: where,
 			For: "the expired-lease query"}
 	}
 	if o.PublishedAt != "" {
