@@ -101,7 +101,9 @@ func NewKafka(cluster string, k *config.Kafka, logger *slog.Logger) (*Kafka, err
 		tps = append(tps, p)
 	}
 	c.topics = lag.TopicFilter(tps)
-	cl, err := kafkaclient.New(k)
+	// Connections live across scrapes: kgo's default reaps them after
+	// 20s idle, so every scrape at a 30s interval would dial again.
+	cl, err := kafkaclient.New(k, kgo.ConnIdleTimeout(3*time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("kafka %s: %w", cluster, err)
 	}
