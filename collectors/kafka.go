@@ -217,7 +217,8 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if len(topics) > 0 {
 		m, err := c.adm.Metadata(ctx, topics...)
 		if err != nil {
-			return fmt.Errorf("kafka %s: metadata of %d topics: %w", c.cluster, len(topics), err)
+			// No lag without partitions; members and deadlines still go.
+			partial = append(partial, fmt.Errorf("metadata of %d topics: %w", len(topics), err))
 		}
 		meta = m.Topics
 	}
