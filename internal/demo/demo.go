@@ -167,6 +167,7 @@ type Pipeline struct {
 	// writerKafka publishes from inside a writer transaction (a fault).
 	writerKafka *kgo.Client
 
+	runCtx context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -223,9 +224,8 @@ func Start(ctx context.Context, opts Options, logger *slog.Logger) (_ *Pipeline,
 	if err := p.startKafka(ctx); err != nil {
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	if err := p.startWorkers(runCtx); err != nil {
+	p.runCtx, p.cancel = context.WithCancel(context.Background())
+	if err := p.startWorkers(p.runCtx); err != nil {
 		return nil, err
 	}
 	p.announceStart()
@@ -289,7 +289,13 @@ CREATE TABLE outbox (
 	next_attempt_at timestamptz,
 	UNIQUE (message_id, message_version)
 );
+-- The relays' claim query.
 CREATE INDEX outbox_unpublished_created_at ON outbox (created_at) WHERE status IN ('PENDING', 'CLAIMED');
+-- The indexes outbox_exporter check asks for.
+CREATE INDEX outbox_exporter_messages_unpublished ON outbox (event_type, topic, created_at)
+	INCLUDE (status, lease_until, attempts) WHERE status IN ('PENDING', 'CLAIMED');
+CREATE INDEX outbox_exporter_messages_lease ON outbox (lease_until)
+	INCLUDE (event_id, status) WHERE status IN ('PENDING', 'CLAIMED') AND lease_until IS NOT NULL;
 CREATE INDEX outbox_abandoned_created_at ON outbox (created_at) WHERE status = 'ABANDONED';
 CREATE INDEX outbox_published_at ON outbox (published_at) WHERE published_at IS NOT NULL;
 

@@ -78,7 +78,9 @@ func (k FaultKind) Metrics() []string {
 	case FaultAckLost:
 		return []string{"outbox_unknown_result_events", "outbox_retried_events", "outbox_audit_unmarked_in_broker_events", "outbox_audit_duplicates_total", "outbox_past_deadline_events"}
 	case FaultMarkBeforeSend:
-		return []string{"outbox_audit_missing_in_broker_events", `outbox_reconcile_gaps{kind="missing_target"}`}
+		// stale_target instead when the lost event was an edit: the index
+		// keeps the previous version.
+		return []string{"outbox_audit_missing_in_broker_events", `outbox_reconcile_gaps{kind="missing_target"} (stale_target for an edit)`}
 	case FaultConsumerStall:
 		return []string{`outbox_consumer_lag_seconds{group="notify"}`, `outbox_consumer_lag_messages{group="notify"}`}
 	case FaultIndexRowLost:
@@ -220,6 +222,8 @@ func (p *Pipeline) armRelayFault(ctx context.Context, kind FaultKind) (FaultReco
 	select {
 	case res := <-a.done:
 		return res.rec, res.err
+	case <-p.runCtx.Done():
+		return FaultRecord{}, errors.New("the pipeline is closing")
 	case <-ctx.Done():
 		p.mu.Lock()
 		if p.armed == a {

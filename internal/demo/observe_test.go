@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/internal/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/reconcile"
 )
 
@@ -117,6 +118,14 @@ func TestExporterSeesEachFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	// The demo's tables carry every column and index the exporter's
+	// queries want.
+	for name, ob := range cfg.Outboxes {
+		r, err := outbox.Check(ctx, a.Pools[ob.Database], name, ob)
+		if err != nil || !r.OK {
+			t.Errorf("exporter check of outbox %s: %v\n%s", name, err, r.Text())
+		}
+	}
 	for _, au := range a.Audits {
 		au.SetCompareInterval(2 * time.Second)
 	}
