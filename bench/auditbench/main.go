@@ -263,9 +263,7 @@ func tail() error {
 	r := result{RSSBefore: before}
 	if *sample == 0 {
 		r.Pass = "baseline: bare kgo consumer"
-		cl, err := kafkaclient.New(kcfg, kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(time.Now().Add(-*windowFlag).UnixMilli())),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		cl, err := kafkaclient.New(kcfg, audit.ConsumerOpts(&config.Audit{Topics: []string{topic}, Window: *windowFlag}, time.Now())...)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ const (
 	perPrefix     = 16
 	// Buckets per window: memory holds at most one bucket more than the
 	// window; lookups visit every bucket.
-	bucketsPerWindow = 30
+	bucketsPerWindow = 60
 	// maxLateness is how long after its end a bucket stays open for
 	// records from lagging partitions; later ones go to the oldest open
 	// bucket.
