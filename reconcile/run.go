@@ -161,8 +161,12 @@ func (r *runner) walk(ctx context.Context, lo, limit bound) error {
 			aTook = time.Since(t)
 			return err
 		}
-		if h := r.hooks.betweenSides; h != nil {
-			h(chunk)
+		if h := r.hooks.betweenSides; h != nil || r.p.target == r.p.authority {
+			// With the target in the authority's database, one session at a
+			// time leaves the pool's other sessions to the collectors.
+			if h != nil {
+				h(chunk)
+			}
 			if err := readTarget(ctx); err != nil {
 				return err
 			}

@@ -21,6 +21,10 @@ func TestOutboxStyles(t *testing.T) {
 	// A delete-on-publish relay would have deleted the published rows.
 	p.a.Exec(t, `CREATE TABLE outbox_dop AS SELECT * FROM outbox WHERE status <> 'PUBLISHED'`)
 
+	// The same target, kept in the authority's database.
+	p.a.Exec(t, `CREATE TABLE search_index (message_id bigint PRIMARY KEY, version bigint NOT NULL)`)
+	p.a.Exec(t, `INSERT INTO search_index SELECT k(g), 1 FROM generate_series(1, 20) g UNION ALL SELECT k(24), 1`)
+
 	base := p.yaml("")
 	timestamps := strings.Replace(base, `    status: status
     pending: [PENDING]
@@ -33,6 +37,7 @@ func TestOutboxStyles(t *testing.T) {
 `, 1), "table: public.outbox\n", "table: public.outbox_dop\n", 1)
 	noOutbox := strings.Replace(base, "    outbox: {name: messages, key: message_id, version: message_version}\n", "", 1)
 	noTarget := strings.Replace(base, "    target: {database: search, table: public.search_index, key: message_id, version: version}\n", "", 1)
+	sameDB := strings.Replace(base, "target: {database: search,", "target: {database: main,", 1)
 	cases := []struct {
 		name, yaml string
 		want       map[Kind][]int
@@ -44,6 +49,7 @@ func TestOutboxStyles(t *testing.T) {
 		{"delete on publish", deleteOnPublish, map[Kind][]int{MissingTarget: {21, 23}, StaleTarget: {24}}},
 		{"no outbox", noOutbox, map[Kind][]int{MissingTarget: {21, 22, 23}, StaleTarget: {24}}},
 		{"no target", noTarget, map[Kind][]int{MissingOutbox: {23, 24}}},
+		{"target in the authority's database", sameDB, map[Kind][]int{MissingTarget: {21}, MissingOutbox: {23, 24}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
