@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +90,27 @@ func main() {
 			ms(r.collMoved), ratio(r.collMoved, r.lagWarm))
 	}
 	fmt.Println()
+	fmt.Println("Fastest of each (less disturbed by other load on the machine):")
+	fmt.Println()
+	fmt.Println("| groups | kadm.Lag cold | collection cold | ratio | kadm.Lag warm | collection steady | ratio | collection, 10% moved | ratio |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Printf("| %d | %s | %s | %.2fx | %s | %s | %.2fx | %s | %.2fx |\n",
+			r.groups, ms(r.minLagCold), ms(r.minCollCold), ratio(r.minCollCold, r.minLagCold),
+			ms(r.minLagWarm), ms(r.minCollSteady), ratio(r.minCollSteady, r.minLagWarm),
+			ms(r.minCollMoved), ratio(r.minCollMoved, r.minLagWarm))
+	}
+	fmt.Println()
+	fmt.Println("Process CPU time (user+system, kfake's share included; medians):")
+	fmt.Println()
+	fmt.Println("| groups | kadm.Lag cold | collection cold | ratio | kadm.Lag warm | collection steady | ratio | collection, 10% moved | ratio |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		c := r.cpu
+		fmt.Printf("| %d | %s | %s | %.2fx | %s | %s | %.2fx | %s | %.2fx |\n",
+			r.groups, ms(c[0]), ms(c[1]), ratio(c[1], c[0]), ms(c[2]), ms(c[3]), ratio(c[3], c[2]), ms(c[4]), ratio(c[4], c[2]))
+	}
+	fmt.Println()
 	fmt.Println("Memory (allocations include the in-process kfake's work for the requests; \"retained\" is the collector's heap between scrapes, its probe cache; \"peak\" is the whole process, kfake's data included):")
 	fmt.Println()
 	fmt.Println("| groups | kadm.Lag alloc cold | collection alloc cold | kadm.Lag alloc warm | collection alloc steady | collector retained | peak heap | peak RSS |")
@@ -122,6 +144,9 @@ func fail(err error) {
 type row struct {
 	groups                                     int
 	lagCold, collCold, lagWarm, collSteady     time.Duration
+	minLagCold, minCollCold, minLagWarm        time.Duration
+	minCollSteady, minCollMoved                time.Duration
+	cpu                                        [5]time.Duration // lag cold, coll cold, lag warm, coll steady, coll moved
 	collMoved                                  time.Duration
 	allocCold, allocSteady, retained, peakHeap uint64
 	lagAllocCold, lagAllocWarm                 uint64
@@ -174,6 +199,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var lagCold, collCold, lagWarm, collSteady, collMoved []time.Duration
+	var cpuLagCold, cpuCollCold, cpuLagWarm, cpuCollSteady, cpuCollMoved []time.Duration
 	for i := 0; i < reps; i++ {
 		// Cold: new clients on both sides.
 		cl, err := kafkaclient.New(k)
@@ -190,6 +216,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 		runtime.ReadMemStats(&ms1)
 		r.lagAllocCold = ms1.TotalAlloc - ms0.TotalAlloc
 		lagCold = append(lagCold, d)
+		cpuLagCold = append(cpuLagCold, lastCPU)
 
 		coll, err := collectors.NewKafka("bench", k, logger)
 		if err != nil {
@@ -208,6 +235,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 			return r, fmt.Errorf("collection sent %d series for %d groups", n, groups)
 		}
 		collCold = append(collCold, d)
+		cpuCollCold = append(cpuCollCold, lastCPU)
 
 		// Steady: warm clients, no commit moved.
 		for j := 0; j < 3; j++ {
@@ -219,6 +247,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 			runtime.ReadMemStats(&ms1)
 			r.lagAllocWarm = ms1.TotalAlloc - ms0.TotalAlloc
 			lagWarm = append(lagWarm, d)
+			cpuLagWarm = append(cpuLagWarm, lastCPU)
 			runtime.ReadMemStats(&ms0)
 			d, _, err = timeCollect(ctx, coll)
 			if err != nil {
@@ -228,6 +257,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 			r.allocSteady = ms1.TotalAlloc - ms0.TotalAlloc
 			r.peakHeap = max(r.peakHeap, ms1.HeapAlloc)
 			collSteady = append(collSteady, d)
+			cpuCollSteady = append(cpuCollSteady, lastCPU)
 		}
 
 		// 10% of the groups commit again: only their moved offsets are read.
@@ -239,6 +269,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 			return r, err
 		}
 		collMoved = append(collMoved, d)
+		cpuCollMoved = append(cpuCollMoved, lastCPU)
 
 		runtime.GC()
 		runtime.ReadMemStats(&ms0)
@@ -254,13 +285,30 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 	}
 	r.lagCold, r.collCold = median(lagCold), median(collCold)
 	r.lagWarm, r.collSteady, r.collMoved = median(lagWarm), median(collSteady), median(collMoved)
+	r.minLagCold, r.minCollCold, r.minLagWarm = lagCold[0], collCold[0], lagWarm[0] // sorted by median
+	r.minCollSteady, r.minCollMoved = collSteady[0], collMoved[0]
+	r.cpu = [5]time.Duration{median(cpuLagCold), median(cpuCollCold), median(cpuLagWarm), median(cpuCollSteady), median(cpuCollMoved)}
 	return r, nil
 }
 
+// lastCPU is the process CPU time (user+system, kfake's share included)
+// the last timed call took: less disturbed by other load than wall time.
+var lastCPU time.Duration
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func timeLag(ctx context.Context, adm *kadm.Client, groups []string) (time.Duration, error) {
+	c0 := cpuTime()
 	start := time.Now()
 	lags, err := adm.Lag(ctx, groups...)
 	d := time.Since(start)
+	lastCPU = cpuTime() - c0
 	if err != nil {
 		return d, fmt.Errorf("kadm.Lag: %w", err)
 	}
@@ -285,9 +333,11 @@ func timeCollect(ctx context.Context, c *collectors.Kafka) (time.Duration, int, 
 	}()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	c0 := cpuTime()
 	start := time.Now()
 	err := c.Update(sctx, ch)
 	d := time.Since(start)
+	lastCPU = cpuTime() - c0
 	close(ch)
 	n := <-done
 	if err != nil {
