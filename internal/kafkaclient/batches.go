@@ -99,10 +99,10 @@ func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []ask, found 
 			maxTime := int64(binary.BigEndian.Uint64(batch[offMaxTime:]))
 			n := int(int32(binary.BigEndian.Uint32(batch[offNumRecords:])))
 			_, err := withRecords(batch, attrs, func(records []byte) bool {
-				err := eachRecord(records, n, func(offsetDelta int64, timeDelta int64) {
+				err := eachRecord(records, n, func(offsetDelta int64, timeDelta int64) bool {
 					offset := first + offsetDelta
 					if offset < next {
-						return
+						return true
 					}
 					ts := firstTime + timeDelta
 					if attrs&attrLogAppend != 0 {
@@ -112,6 +112,8 @@ func scan(rp *kmsg.FetchResponseTopicPartition, cursor int64, asks []ask, found 
 						found(asks[answered], offset, ts)
 						answered++
 					}
+					// Stop once no asked offset is left in this batch.
+					return answered < len(asks) && asks[answered].off <= last
 				})
 				if err != nil {
 					decodeErr = err
@@ -148,8 +150,8 @@ func withRecords(batch []byte, attrs int16, fn func([]byte) bool) (bool, error) 
 }
 
 // eachRecord calls fn with the offset and timestamp deltas of the first n
-// records in recs.
-func eachRecord(recs []byte, n int, fn func(offsetDelta, timeDelta int64)) error {
+// records in recs, until fn returns false.
+func eachRecord(recs []byte, n int, fn func(offsetDelta, timeDelta int64) bool) error {
 	for i := 0; i < n; i++ {
 		length, k := binary.Varint(recs)
 		if k <= 0 || length < 0 || int64(len(recs)-k) < length {
@@ -169,7 +171,9 @@ func eachRecord(recs []byte, n int, fn func(offsetDelta, timeDelta int64)) error
 		if k2 <= 0 {
 			return errors.New("corrupt record offset")
 		}
-		fn(offsetDelta, timeDelta)
+		if !fn(offsetDelta, timeDelta) {
+			return nil
+		}
 	}
 	return nil
 }
