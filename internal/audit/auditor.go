@@ -425,13 +425,20 @@ func (a *Auditor) noteDuplicate(id []byte, ts int64) {
 }
 
 func (a *Auditor) compareLoop(ctx context.Context) {
-	t := time.NewTicker(a.interval)
-	defer t.Stop()
 	for {
+		// Until the first comparison, look every second whether the
+		// window has been read, so the gauges appear soon after a start.
+		wait := a.interval
+		if !a.Stats().Compared {
+			wait = min(wait, time.Second)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
+		}
+		if !a.Ready() {
+			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.interval)
 		if err := a.Compare(cctx); err != nil && ctx.Err() == nil {
