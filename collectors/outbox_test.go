@@ -213,7 +213,7 @@ outbox_deadline_seconds{destination="payments",event_type="order.paid",outbox="m
 outbox_events_capped{outbox="messages"} 0
 # HELP outbox_lease_expirations_total Distinct (row, lease) expiries observed since the exporter started; each expired lease is counted once.
 # TYPE outbox_lease_expirations_total counter
-outbox_lease_expirations_total{outbox="messages"} 2
+outbox_lease_expirations_total{outbox="messages"} 0
 # HELP outbox_published_events_total Rows seen becoming published (published_at set) since the exporter started.
 # TYPE outbox_published_events_total counter
 outbox_published_events_total{destination="orders",event_type="order.created",outbox="messages"} 0
@@ -227,7 +227,7 @@ outbox_published_events_total{destination="payments",event_type="order.paid",out
 }
 
 func TestOutboxIntegerStatusClaimedAtLease(t *testing.T) {
-	_, pool, _ := obSetup(t, `CREATE TABLE jobs (
+	db, pool, _ := obSetup(t, `CREATE TABLE jobs (
 	  job_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), made timestamp NOT NULL, st smallint NOT NULL,
 	  claimed timestamp, tries int8);
 	  INSERT INTO jobs (made, st, claimed, tries) VALUES
@@ -256,10 +256,20 @@ outbox_unknown_result_events{outbox="jobs"} 1
 outbox_past_deadline_events{outbox="jobs"} 1
 # HELP outbox_lease_expirations_total Distinct (row, lease) expiries observed since the exporter started; each expired lease is counted once.
 # TYPE outbox_lease_expirations_total counter
-outbox_lease_expirations_total{outbox="jobs"} 1
+outbox_lease_expirations_total{outbox="jobs"} 0
 `, "outbox_events", "outbox_unknown_result_events", "outbox_past_deadline_events", "outbox_lease_expirations_total")
 	// timestamp without time zone ages the same as timestamptz.
 	obNear(t, "oldest", obValue(t, ms, "outbox_oldest_pending_age_seconds", nil), 540, 5)
+	// The in-flight row's lease (claimed_at + lease_ttl) runs out.
+	db.Exec(t, `UPDATE jobs SET claimed = localtimestamp - interval '2 minutes' - interval '1 millisecond'
+	  WHERE st = 1 AND claimed > localtimestamp - interval '1 minute'`)
+	if v := obValue(t, obScrape(t, c), "outbox_lease_expirations_total", nil); v != 1 {
+		t.Errorf("lease expirations after claimed_at + lease_ttl passed = %v, want 1", v)
+	}
+	ms = obScrape(t, c)
+	if v := obValue(t, ms, "outbox_lease_expirations_total", nil); v != 1 {
+		t.Errorf("lease expirations on the next scrape = %v, want still 1", v)
+	}
 	if n := len(ms); n == 0 {
 		t.Fatal("no metrics")
 	}
@@ -403,25 +413,32 @@ outbox_past_deadline_events{outbox="q"} 2
 
 func TestOutboxLeaseExpiryCountedOnce(t *testing.T) {
 	db, pool, _ := obSetup(t, obStatusSchema)
+	// Leases that expired before the exporter started are history, not
+	// counted; those expiring afterwards are, once per (row, lease).
 	db.Exec(t, `INSERT INTO outbox (id, event_type, status, lease_until, attempts) VALUES
-	  (1, 'x', 'CLAIMED', now() - interval '1 second', 1), (2, 'x', 'CLAIMED', now() + interval '1 hour', 1)`)
+	  (1, 'x', 'CLAIMED', now() + interval '1 second', 1), (2, 'x', 'CLAIMED', now() + interval '1 hour', 1),
+	  (3, 'x', 'CLAIMED', now() - interval '1 hour', 1)`)
 	c := NewOutbox("m", obStatusOutbox(), pool, quiet())
 	steps := []struct {
-		sql  string
-		want float64
+		sql   string
+		sleep time.Duration
+		want  float64
 	}{
-		{"", 1},
-		{"", 1}, // still the same expired lease
-		{"UPDATE outbox SET lease_until = now() - interval '1 second' WHERE id = 2", 2},
-		{"UPDATE outbox SET lease_until = now() + interval '1 hour' WHERE id = 1", 2},    // reclaimed: live again
-		{"UPDATE outbox SET lease_until = now() - interval '2 seconds' WHERE id = 1", 3}, // its new lease expired
-		{"UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE id = 1", 3},
-		{"", 3},
+		{"", 0, 0},
+		{"", 1200 * time.Millisecond, 1}, // row 1's lease expired
+		{"", 0, 1},                       // still the same expired lease
+		// A lease that expired a moment ago but became visible only now.
+		{"UPDATE outbox SET lease_until = now() - interval '500 milliseconds' WHERE id = 2", 0, 2},
+		{"UPDATE outbox SET lease_until = now() + interval '1 hour' WHERE id = 1", 0, 2},        // reclaimed: live again
+		{"UPDATE outbox SET lease_until = now() - interval '1 millisecond' WHERE id = 1", 0, 3}, // its new lease expired
+		{"UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE id = 1", 0, 3},
+		{"", 0, 3},
 	}
 	for i, s := range steps {
 		if s.sql != "" {
 			db.Exec(t, s.sql)
 		}
+		time.Sleep(s.sleep)
 		if v := obValue(t, obScrape(t, c), "outbox_lease_expirations_total", nil); v != s.want {
 			t.Errorf("step %d: lease expirations = %v, want %v", i, v, s.want)
 		}

@@ -213,7 +213,7 @@ func (s *Spec) plannedQueries() []plannedQuery {
 		qs = append(qs, plannedQuery{name: "dead", sql: q, index: "dead"})
 	}
 	if q := s.LeaseQuery(); q != "" {
-		qs = append(qs, plannedQuery{name: "lease", sql: q, index: "lease", rule: planRule{condOn: s.leaseColumn()}})
+		qs = append(qs, plannedQuery{name: "lease", sql: q, index: "lease", args: []any{int64(0)}, rule: planRule{condOn: s.leaseColumn()}})
 	}
 	if q := s.PublishedQuery(); q != "" {
 		qs = append(qs, plannedQuery{name: "published", sql: q, index: "published_at", args: []any{int64(0)},

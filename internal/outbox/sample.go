@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,7 +61,8 @@ type Sampler struct {
 	caps   []*LabelCap
 	tuples map[string]*tupleState
 	wm     Watermark
-	leases LeaseTracker
+	leaseW Watermark
+	leases uint64
 	hist   Histogram
 }
 
@@ -101,7 +103,7 @@ type read struct {
 	groups    []group
 	oldest    []oldest
 	dead      []group
-	leases    []LeaseKey
+	leases    []Mark
 	published []PublishedRow
 }
 
@@ -166,7 +168,11 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		})
 	}
 	if q := spec.LeaseQuery(); q != "" {
-		b.Queue(q).Query(func(rows pgx.Rows) (err error) {
+		var from any
+		if s.leaseW.Started() {
+			from = s.leaseW.From(0)
+		}
+		b.Queue(q, from).Query(func(rows pgx.Rows) (err error) {
 			if r.leases, err = scanLeases(rows); err != nil {
 				return fmt.Errorf("read expired leases: %w", err)
 			}
@@ -178,7 +184,7 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		// other queries, on the first sample; afterwards from the
 		// watermark.
 		var from any
-		if s.wm.started {
+		if s.wm.Started() {
 			from = s.wm.From(0)
 		}
 		b.Queue(q, from).Query(func(rows pgx.Rows) (err error) {
@@ -311,15 +317,20 @@ func scanOldest(rows pgx.Rows, nl int) ([]oldest, error) {
 	return out, rows.Err()
 }
 
-func scanLeases(rows pgx.Rows) ([]LeaseKey, error) {
+func scanLeases(rows pgx.Rows) ([]Mark, error) {
 	defer rows.Close()
-	var out []LeaseKey
+	var out []Mark
 	for rows.Next() {
-		var k LeaseKey
-		if err := rows.Scan(&k.ID, &k.Lease); err != nil {
+		var (
+			id     string
+			lease  int64
+			expiry int64
+		)
+		if err := rows.Scan(&id, &lease, &expiry); err != nil {
 			return nil, err
 		}
-		out = append(out, k)
+		// A row claimed again has a new lease, so a new key.
+		out = append(out, Mark{Key: id + "\x00" + strconv.FormatInt(lease, 10), At: expiry})
 	}
 	return out, rows.Err()
 }
@@ -357,9 +368,16 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	rules := s.spec.Rules
 	snap := &Snapshot{}
 
-	fresh := s.wm.Observe(r.published, r.now, len(r.published) >= MaxPublishedRows)
-	s.leases.Observe(r.leases, len(r.leases) <= o.MaxCount, 4*(o.MaxCount+1))
-	snap.Capped = total(r.groups) > int64(o.MaxCount) || total(r.dead) > int64(o.MaxCount) || len(r.leases) > o.MaxCount
+	marks := make([]Mark, len(r.published))
+	for i, p := range r.published {
+		marks[i] = Mark{Key: p.ID, At: p.PublishedAt}
+	}
+	var fresh []PublishedRow
+	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= MaxPublishedRows) {
+		fresh = append(fresh, r.published[i])
+	}
+	s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= MaxPublishedRows)))
+	snap.Capped = total(r.groups) > int64(o.MaxCount) || total(r.dead) > int64(o.MaxCount)
 
 	// Admit label values, per column, ranked by what this sample saw.
 	for i, c := range s.caps {
@@ -467,7 +485,7 @@ func (s *Sampler) apply(r *read) *Snapshot {
 		labels := make([]string, len(o.Labels))
 		snap.Series = append(snap.Series, Series{Labels: labels, Deadline: o.Deadline.Seconds()})
 	}
-	snap.LeaseExpirations = s.leases.Total
+	snap.LeaseExpirations = s.leases
 	snap.LatencyBuckets = s.hist.Buckets()
 	snap.LatencyCount = s.hist.Count
 	snap.LatencySum = s.hist.Sum

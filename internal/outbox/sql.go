@@ -482,34 +482,42 @@ func (s *Spec) leaseColumn() string {
 	return ""
 }
 
-// LeaseQuery reads the (id, lease) of claimed unpublished rows whose lease
-// has passed, at most MaxCount+1 of them; "" without a lease to judge.
-// Columns: id, lease in microseconds since the epoch.
+// LeaseQuery reads the claimed unpublished rows whose lease expired after
+// $1 (microseconds since the epoch, exclusive; NULL means now() -
+// SkewWindow) and before now, earliest expiry first, at most
+// MaxPublishedRows; "" without a lease to judge. Each scrape reads only
+// the leases that expired since the last one (a range of the lease
+// index), not every lease still expired, so a relay that died holding
+// many rows costs one read of them. Columns: id, lease column and expiry,
+// both in microseconds since the epoch.
 func (s *Spec) LeaseQuery() string {
 	lc := s.leaseColumn()
 	if lc == "" {
 		return ""
 	}
-	var claimed, passed string
+	bound := "coalesce('epoch'::timestamptz + $1::int8 * interval '1 microsecond', now() - " + interval(SkewWindow) + ")"
+	var claimed, passed, expiry string
 	if s.O.LeaseUntil != "" {
-		passed = col(lc) + " < now()"
+		passed = col(lc) + " < now() AND " + col(lc) + " > " + bound
+		expiry = ts(lc)
 	} else {
 		// claimed_at < now() - ttl, not claimed_at + ttl < now(), so that an
 		// index on claimed_at serves it.
-		passed = col(lc) + " < now() - " + interval(s.O.LeaseTTL)
+		ttl := interval(s.O.LeaseTTL)
+		passed = col(lc) + " < now() - " + ttl + " AND " + col(lc) + " > " + bound + " - " + ttl
+		expiry = ts(lc) + " + " + ttl
 	}
 	if s.O.Style() == config.StyleStatus && len(s.O.InFlight) > 0 {
 		claimed = col(s.O.Status) + " IN (" + s.statusList(s.claimedStatuses()) + ")"
 	}
-	// Ordered by the lease column: the oldest expiries come first when the
-	// read is cut, and the planner prefers the lease index at any table
-	// size, so check's EXPLAIN on a small table sees the plan of a big one.
-	return fmt.Sprintf(`SELECT %s::text, (extract(epoch from %s) * 1000000)::int8 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
-		col(s.O.ID), ts(lc), s.table, s.where(s.UnpublishedPredicate(), claimed, passed), col(lc), s.O.MaxCount+1)
+	return fmt.Sprintf(`SELECT %s::text, (extract(epoch from %s) * 1000000)::int8, (extract(epoch from %s) * 1000000)::int8
+FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		col(s.O.ID), ts(lc), expiry, s.table, s.where(s.UnpublishedPredicate(), claimed, passed), col(lc), MaxPublishedRows)
 }
 
-// MaxPublishedRows bounds the rows one read of published rows returns;
-// past it the watermark catches up over the following scrapes.
+// MaxPublishedRows bounds the rows one read of published rows (or of
+// expired leases) returns; past it the watermark catches up over the
+// following scrapes.
 const MaxPublishedRows = 100000
 
 // PublishedQuery reads rows published after $1 (microseconds since the

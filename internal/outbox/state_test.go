@@ -176,12 +176,19 @@ func TestWatermark(t *testing.T) {
 	sec := int64(time.Second / time.Microsecond)
 	var w Watermark
 	now := int64(1_000_000) * sec
-	row := func(id string, p int64) PublishedRow { return PublishedRow{ID: id, PublishedAt: p} }
+	row := func(id string, p int64) Mark { return Mark{Key: id, At: p} }
+	observe := func(ms []Mark, now int64, full bool) string {
+		var out []string
+		for _, i := range w.Observe(ms, now, full) {
+			out = append(out, ms[i].Key)
+		}
+		return strings.Join(out, ",")
+	}
 	// First read: the history in the skew window is remembered, not counted.
-	if from := w.From(now); from != now-30*sec {
+	if from := w.From(now); from != now-30*sec || w.Started() {
 		t.Fatalf("first From = %d", from)
 	}
-	if got := w.Observe([]PublishedRow{row("old", now-sec)}, now, false); len(got) != 0 {
+	if got := observe([]Mark{row("old", now-sec)}, now, false); got != "" {
 		t.Fatalf("first Observe counted %v", got)
 	}
 	// Next read re-reads the trailing window: "old" is not counted again.
@@ -189,57 +196,38 @@ func TestWatermark(t *testing.T) {
 	if from := w.From(now2); from != now-30*sec {
 		t.Fatalf("From = %d, want the previous read's time minus the skew window", from)
 	}
-	got := w.Observe([]PublishedRow{row("old", now-sec), row("a", now+sec), row("b", now+10*sec)}, now2, false)
-	if len(got) != 2 {
+	if got := observe([]Mark{row("old", now-sec), row("a", now+sec), row("b", now+10*sec)}, now2, false); got != "a,b" {
 		t.Fatalf("second Observe = %v, want a and b", got)
 	}
 	// A late commit: published_at before the last read, visible only now.
 	now3 := now2 + 15*sec
-	got = w.Observe([]PublishedRow{row("a", now+sec), row("b", now+10*sec), row("late", now2-5*sec)}, now3, false)
-	if len(got) != 1 || got[0].ID != "late" {
+	if got := observe([]Mark{row("a", now+sec), row("b", now+10*sec), row("late", now2-5*sec)}, now3, false); got != "late" {
 		t.Fatalf("third Observe = %v, want only late", got)
 	}
-	// Memory holds only ids inside the next read's range.
+	// Memory holds only keys inside the next read's range.
 	now4 := now3 + 60*sec
-	w.Observe(nil, now4, false)
+	observe(nil, now4, false)
 	if w.Remembered() != 0 {
-		t.Errorf("remembered %d ids after the window passed", w.Remembered())
+		t.Errorf("remembered %d keys after the window passed", w.Remembered())
 	}
 	// Catching up: a full read moves the cursor, the next read starts there.
-	full := []PublishedRow{row("c1", now4+sec), row("c2", now4+2*sec)}
 	now5 := now4 + 100*sec
-	if got := w.Observe(full, now5, true); len(got) != 2 {
+	if got := observe([]Mark{row("c1", now4+sec), row("c2", now4+2*sec)}, now5, true); got != "c1,c2" {
 		t.Fatalf("full Observe = %v", got)
 	}
 	if from := w.From(now5 + sec); from != now4+2*sec-1 {
 		t.Errorf("From while catching up = %d, want cursor-1 = %d", from, now4+2*sec-1)
 	}
-	if got := w.Observe([]PublishedRow{row("c2", now4+2*sec), row("c3", now4+3*sec)}, now5+sec, false); len(got) != 1 || got[0].ID != "c3" {
+	if got := observe([]Mark{row("c2", now4+2*sec), row("c3", now4+3*sec)}, now5+sec, false); got != "c3" {
 		t.Errorf("after catching up = %v, want c3", got)
 	}
-}
-
-func TestLeaseTracker(t *testing.T) {
-	var lt LeaseTracker
-	k := func(id string, l int64) LeaseKey { return LeaseKey{ID: id, Lease: l} }
-	steps := []struct {
-		keys     []LeaseKey
-		complete bool
-		fresh    int
-		total    uint64
-	}{
-		{[]LeaseKey{k("1", 10), k("2", 10)}, true, 2, 2},
-		{[]LeaseKey{k("1", 10), k("2", 10)}, true, 0, 2}, // still expired: not again
-		{[]LeaseKey{k("1", 10)}, true, 0, 2},             // 2 was reclaimed or published
-		{[]LeaseKey{k("1", 10), k("2", 20)}, true, 1, 3}, // 2's new lease expired
-		{[]LeaseKey{k("1", 10)}, false, 0, 3},            // a cut read forgets nothing
-		{[]LeaseKey{k("2", 20), k("3", 5)}, false, 1, 4}, // 2 remembered across the cut
-		{[]LeaseKey{k("1", 10), k("2", 20), k("3", 5)}, true, 0, 4},
-	}
-	for i, s := range steps {
-		if got := lt.Observe(s.keys, s.complete, 100); got != s.fresh || lt.Total != s.total {
-			t.Errorf("step %d: fresh %d total %d, want %d %d", i, got, lt.Total, s.fresh, s.total)
-		}
+	// More marks at one instant than a read returns: the second full read
+	// of the same instant steps past it instead of looping.
+	same := []Mark{row("s1", now5+5*sec), row("s2", now5+5*sec)}
+	observe(same, now5+10*sec, true)
+	observe(same, now5+11*sec, true)
+	if from := w.From(0); from != now5+5*sec {
+		t.Errorf("From after a stuck instant = %d, want %d", from, now5+5*sec)
 	}
 }
 

@@ -14,6 +14,13 @@ import (
 // its published_at is missed.
 const SkewWindow = 30 * time.Second
 
+// Mark is one row read by a watermark query: its key and the time it
+// crossed the watermark, in microseconds since the Unix epoch.
+type Mark struct {
+	Key string
+	At  int64
+}
+
 // PublishedRow is one row read by the published-rows query.
 type PublishedRow struct {
 	ID     string
@@ -24,8 +31,10 @@ type PublishedRow struct {
 	Latency float64
 }
 
-// Watermark decides which published rows are new. The zero value starts
-// at the first Observe, counting nothing before it.
+// Watermark decides which rows crossed a point in time since the last
+// read, each once: rows becoming published (at published_at) and leases
+// expiring (at lease_until, or claimed_at + lease_ttl). The zero value
+// starts at the first Observe, counting nothing before it.
 type Watermark struct {
 	started bool
 	// now is the database time of the last read that was not full.
@@ -40,7 +49,7 @@ type Watermark struct {
 }
 
 // From returns the exclusive lower bound, in microseconds, of the next
-// read of published rows at database time now.
+// read at database time now.
 func (w *Watermark) From(now int64) int64 {
 	if !w.started {
 		return now - SkewWindow.Microseconds()
@@ -52,31 +61,31 @@ func (w *Watermark) From(now int64) int64 {
 	return from
 }
 
-// Observe takes the rows read with published_at > From(now), in
-// published_at order, at database time now; full says the read hit its
-// limit, so rows past the last one remain. It returns the rows to count:
-// none on the first call (the counters start at the exporter's start, not
-// at the table's history), afterwards those not counted before.
-func (w *Watermark) Observe(rows []PublishedRow, now int64, full bool) []PublishedRow {
+// Observe takes the marks read with At > From(now), in At order, at
+// database time now; full says the read hit its limit, so marks past the
+// last one remain. It returns the indexes of the marks to count: none on
+// the first call (the counters start at the exporter's start, not at the
+// table's history), afterwards those not counted before.
+func (w *Watermark) Observe(marks []Mark, now int64, full bool) []int {
 	if w.seen == nil {
 		w.seen = map[string]int64{}
 	}
-	var fresh []PublishedRow
-	for _, r := range rows {
-		if _, ok := w.seen[r.ID]; ok {
+	var fresh []int
+	for i, m := range marks {
+		if _, ok := w.seen[m.Key]; ok {
 			continue
 		}
-		w.seen[r.ID] = r.PublishedAt
+		w.seen[m.Key] = m.At
 		if w.started {
-			fresh = append(fresh, r)
+			fresh = append(fresh, i)
 		}
 	}
 	w.started = true
-	if full && len(rows) > 0 {
-		last := rows[len(rows)-1].PublishedAt
-		if last == rows[0].PublishedAt && w.catchingUp && w.cursor == last {
-			// More rows share one published_at than a read returns: step
-			// past them rather than read the same ones forever.
+	if full && len(marks) > 0 {
+		last := marks[len(marks)-1].At
+		if last == marks[0].At && w.catchingUp && w.cursor == last {
+			// More marks share one time than a read returns: step past
+			// them rather than read the same ones forever.
 			last++
 		}
 		w.cursor = last
@@ -86,60 +95,21 @@ func (w *Watermark) Observe(rows []PublishedRow, now int64, full bool) []Publish
 		w.catchingUp = false
 	}
 	from := w.From(now)
-	for id, p := range w.seen {
-		if p <= from {
-			delete(w.seen, id)
+	for k, at := range w.seen {
+		if at <= from {
+			delete(w.seen, k)
 		}
 	}
 	return fresh
 }
 
-// Remembered is how many ids the watermark holds.
+// Started reports whether the watermark has read once: until then the
+// next read's lower bound is now() - SkewWindow, taken by the query
+// itself.
+func (w *Watermark) Started() bool { return w.started }
+
+// Remembered is how many keys the watermark holds.
 func (w *Watermark) Remembered() int { return len(w.seen) }
-
-// LeaseKey identifies one lease of one row: a row that is claimed again
-// gets a new lease_until (or claimed_at), so a new key.
-type LeaseKey struct {
-	ID string
-	// Lease is lease_until or claimed_at in microseconds since the epoch.
-	Lease int64
-}
-
-// LeaseTracker counts distinct (row, lease) expiries across samples.
-type LeaseTracker struct {
-	// Total is the number of distinct expiries observed.
-	Total uint64
-	known map[LeaseKey]bool
-}
-
-// Observe takes the keys of the rows whose lease is expired now; complete
-// says the read was not cut by a limit. It returns how many expiries are
-// new. A key is remembered while its row stays expired; when the read is
-// complete, keys no longer present are forgotten (the row was published,
-// released or claimed again), so memory stays bounded by the rows
-// currently expired. When the read was cut, keys are kept, up to bound.
-func (t *LeaseTracker) Observe(keys []LeaseKey, complete bool, bound int) int {
-	if t.known == nil {
-		t.known = map[LeaseKey]bool{}
-	}
-	fresh := 0
-	now := make(map[LeaseKey]bool, len(keys))
-	for _, k := range keys {
-		now[k] = true
-		if !t.known[k] {
-			fresh++
-		}
-	}
-	t.Total += uint64(fresh)
-	if complete || len(t.known)+fresh > bound {
-		t.known = now
-		return fresh
-	}
-	for k := range now {
-		t.known[k] = true
-	}
-	return fresh
-}
 
 // Histogram is a cumulative histogram of publish latencies.
 type Histogram struct {
