@@ -391,7 +391,7 @@ func TestDashboardsRoundTrip(t *testing.T) {
 // and Prometheus's own up.
 func exportedMetrics(t *testing.T) *metricSet {
 	t.Helper()
-	known, err := loadMetrics("testdata/exported-metrics.txt")
+	known, err := loadMetrics(exportedMetricsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestRuleExpressions(t *testing.T) {
 
 // TestCheckExprFindsProblems proves the checks above can fail.
 func TestCheckExprFindsProblems(t *testing.T) {
-	known, err := loadMetrics("testdata/exported-metrics.txt")
+	known, err := loadMetrics(exportedMetricsFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,3 +187,8 @@ func hasMatcher(vs *parser.VectorSelector, name, value string) bool {
 	}
 	return false
 }
+
+// exportedMetricsFile is the golden /metrics of an exporter running every
+// collector (internal/server's TestMetricsGolden keeps it current): the
+// generated dashboards and rules may name only what is in it.
+const exportedMetricsFile = "../server/testdata/metrics.golden"
