@@ -711,3 +711,57 @@ func TestKafkaDeletedTopic(t *testing.T) {
 	}
 	wantSeries(t, got, map[string]float64{lagKey("outbox_consumer_lag_messages", "search-index", "events"): 2}, 0)
 }
+
+// TestKafkaUnreachableClusterFailsAlone runs two clusters through the
+// Exporter, one of them down: only the down cluster's collector_success
+// is 0, and the other's series are all there.
+func TestKafkaUnreachableClusterFailsAlone(t *testing.T) {
+	up := kafkatest.New(t, 1)
+	k := kafkaCfg(up.Brokers(), "search-index")
+	cl, adm := kafkaAdmin(t, k)
+	seedTopic(t, cl, adm, "events", 1, 10)
+	commit(t, adm, "search-index", "events", map[int32]int64{0: 4})
+
+	down := kafkatest.New(t, 1)
+	kDown := kafkaCfg(down.Brokers(), "search-index")
+	down.Close()
+
+	cUp, err := NewKafka("up", k, kafkaQuiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cUp.Close)
+	cDown, err := NewKafka("down", kDown, kafkaQuiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cDown.Close)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	ms := NewExporter(kafkaQuiet(), cUp, cDown).Collect(ctx)
+	success := map[string]float64{}
+	lagSeries := map[string]float64{}
+	for _, m := range ms {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{}
+		for _, l := range pb.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		switch desc := m.Desc().String(); {
+		case strings.Contains(desc, `"outbox_exporter_collector_success"`):
+			success[labels["target"]] = pb.GetGauge().GetValue()
+		case strings.Contains(desc, `"outbox_consumer_lag_messages"`):
+			lagSeries[labels["cluster"]] = pb.GetGauge().GetValue()
+		}
+	}
+	if success["up"] != 1 || success["down"] != 0 {
+		t.Fatalf("collector_success = %v; want up 1, down 0", success)
+	}
+	if len(lagSeries) != 1 || lagSeries["up"] != 6 {
+		t.Fatalf("lag series by cluster = %v; want only up = 6", lagSeries)
+	}
+}
