@@ -1,6 +1,9 @@
 // Package kafkaclient builds franz-go clients from the kafka section of the
 // configuration: brokers, TLS and SASL. Everything that talks to a broker
 // goes through kgo/kadm, so a real cluster and kfake work the same.
+//
+// Prober reads the first data record at or after given offsets, batched
+// into one Fetch per leader broker, for the consumer time lag.
 package kafkaclient
 
 import (
