@@ -75,9 +75,10 @@ type Options struct {
 	// longer than an alert's `for: 1m`.
 	ReclaimAfter time.Duration
 	// UnknownBackoff is the wait before retrying a publish whose result is
-	// unknown. Default 2m: the audit (20s time buckets of a 10m window,
-	// 15s grace, a comparison every 30s) sees the row unmarked while its
-	// event is on the topic within about 65s; the rest keeps it visible.
+	// unknown. Default 2m: the audit (a 10m window cut into time buckets
+	// of 10-20s, 15s grace, a comparison every 30s) sees the row unmarked
+	// while its event is on the topic within about a minute; the rest
+	// keeps it visible.
 	UnknownBackoff time.Duration
 	// MaxAttempts before a row is ABANDONED. Default 5.
 	MaxAttempts int
@@ -98,8 +99,9 @@ type Options struct {
 	// AuditGrace of the outbox audit. Default 15s.
 	AuditGrace time.Duration
 	// AuditWindow of the outbox audit. Default 10m: the audit places a
-	// record in one of 30 time buckets per window, so a shorter window
-	// judges an unmarked row sooner.
+	// record in a time bucket, a fixed share of its window, and judges an
+	// unmarked row only after its bucket ends, so a shorter window judges
+	// sooner.
 	AuditWindow time.Duration
 
 	// Out receives the announcements for the person watching. Default
