@@ -59,6 +59,7 @@ var (
 	minutes    = flag.Int("minutes", 70, "child window/naive: minutes of traffic at 50k/s to feed")
 	windowFlag = flag.Duration("window", time.Hour, "audit window")
 	quick      = flag.Bool("quick", false, "run: smaller sizes")
+	passes     = flag.String("passes", "tail,window,combined", "run: which passes")
 )
 
 // result is one pass's figures, printed by a child as one JSON line.
@@ -89,6 +90,8 @@ func main() {
 		err = window()
 	case "naive":
 		err = naive()
+	case "combined":
+		err = combined()
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
@@ -139,8 +142,12 @@ func run() error {
 		var r result
 		return r, json.Unmarshal(b, &r)
 	}
+	want := func(p string) bool { return strings.Contains(","+*passes+",", ","+p+",") }
 	var tails []result
 	for _, s := range []string{"0", "0.1", "1"} {
+		if !want("tail") {
+			break
+		}
 		r, err := child("-mode", "tail", "-brokers", addr, "-sample", s, "-records", strconv.Itoa(n))
 		if err != nil {
 			return err
@@ -153,20 +160,44 @@ func run() error {
 		{"-mode", "naive", "-sample", "1", "-minutes", strconv.Itoa(smallMin), "-window", fmt.Sprint(smallMin, "m")},
 		{"-mode", "window", "-sample", "1", "-minutes", strconv.Itoa(smallMin), "-window", fmt.Sprint(smallMin, "m")},
 	} {
+		if !want("window") {
+			break
+		}
 		r, err := child(args...)
 		if err != nil {
 			return err
 		}
 		wins = append(wins, r)
 	}
-	report(tails, wins)
+	var comb []result
+	if want("combined") {
+		r, err := child("-mode", "combined", "-brokers", addr, "-sample", "0.1", "-records", strconv.Itoa(n), "-minutes", strconv.Itoa(feedMin), "-window", "1h")
+		if err != nil {
+			return err
+		}
+		comb = append(comb, r)
+	}
+	report(tails, wins, comb)
 	return nil
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
 
-func report(tails, wins []result) {
+func report(tails, wins, comb []result) {
 	fmt.Printf("go %s, %s/%s, %d CPUs, %s\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+	if len(tails) > 0 {
+		reportTails(tails)
+	}
+	if len(wins) > 0 {
+		reportWindows(wins)
+	}
+	for _, r := range comb {
+		fmt.Printf("\n%s: %d ids held, %d records tailed; RSS after %s MB, peak %s MB (budget 200 MB)\n",
+			r.Pass, r.IDs, r.Records, mb(r.RSSAfter), mb(r.RSSPeak))
+	}
+}
+
+func reportTails(tails []result) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "tail pass\trecords\twall s\tcpu s\trecords/cpu-s\tcores at 50k/s\tcpu × baseline\tpeak RSS MB\tRSS × baseline\tsampled ids\t")
 	base := tails[0]
@@ -177,7 +208,10 @@ func report(tails, wins []result) {
 	}
 	_ = w.Flush()
 	fmt.Println()
-	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+}
+
+func reportWindows(wins []result) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "window pass\trecords fed\tids held\tcpu s\tcores at 50k/s\tRSS before MB\tRSS after MB\tpeak RSS MB\tGo heap MB\tRSS bytes/id\testimate bytes/id\t")
 	for _, r := range wins {
 		perID := float64(r.RSSAfter-r.RSSBefore) / float64(r.IDs)
@@ -256,7 +290,34 @@ func eventID(buf []byte, i uint64) []byte {
 	return buf
 }
 
+// combined holds a full window at -sample in a Tally, then runs the audit
+// tail pass in the same process: the resident memory of an auditor with a
+// full window while its consumer reads at full speed (as at a restart).
+func combined() error {
+	tl := audit.NewTally(*sample, *windowFlag, time.Unix(1_800_000_000, 0))
+	feed(func(id []byte, ts time.Time) { tl.Add(id, ts, ts) }, tl.Advance)
+	ids, _ := tl.Size()
+	runtime.GC()
+	out := os.Stdout
+	r, err := tailResult()
+	if err != nil {
+		return err
+	}
+	r.Pass = fmt.Sprintf("combined: full %v window at sample %g + audit tail pass", *windowFlag, *sample)
+	r.IDs = int64(ids) + r.IDs
+	runtime.KeepAlive(tl)
+	return json.NewEncoder(out).Encode(r)
+}
+
 func tail() error {
+	r, err := tailResult()
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func tailResult() (result, error) {
 	kcfg := &config.Kafka{Brokers: []string{*brokers}}
 	before := rss("VmRSS")
 	cpu0, wall0 := cpuTime(), time.Now()
@@ -265,14 +326,14 @@ func tail() error {
 		r.Pass = "baseline: bare kgo consumer"
 		cl, err := kafkaclient.New(kcfg, audit.ConsumerOpts(&config.Audit{Topics: []string{topic}, Window: *windowFlag}, time.Now())...)
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		for r.Records < int64(*records) {
 			fs := cl.PollRecords(ctx, 10000)
 			if err := fs.Err0(); err != nil {
-				return err
+				return result{}, err
 			}
 			fs.EachRecord(func(*kgo.Record) { r.Records++ })
 		}
@@ -282,7 +343,7 @@ func tail() error {
 		a, err := audit.New("messages", &config.Audit{Topics: []string{topic}, EventID: "header:event_id", Sample: *sample, Grace: time.Minute, Window: *windowFlag},
 			&config.Outbox{Table: "outbox", ID: "event_id", CreatedAt: "created_at"}, kcfg, nil, nil)
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		a.SetCompareInterval(24 * time.Hour) // the outbox side is not measured here
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -295,7 +356,7 @@ func tail() error {
 				break
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("read %d of %d records: %v", s.Records, *records, s.Err)
+				return result{}, fmt.Errorf("read %d of %d records: %v", s.Records, *records, s.Err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -307,7 +368,7 @@ func tail() error {
 		r.RSSAfter = rss("VmRSS")
 	}
 	r.RSSPeak = rss("VmHWM")
-	return json.NewEncoder(os.Stdout).Encode(r)
+	return r, nil
 }
 
 // feed calls add for -minutes of traffic at 50k/s, with simulated time.

@@ -456,6 +456,9 @@ func (a *Auditor) Compare(ctx context.Context) error {
 	if !a.Ready() {
 		return nil
 	}
+	if a.pool == nil {
+		return fmt.Errorf("compare outbox %q: no database pool", a.name)
+	}
 	err := a.compare(ctx)
 	a.mu.Lock()
 	a.cmpErr = err
