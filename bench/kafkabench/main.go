@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -49,9 +51,16 @@ func main() {
 		brokers    = flag.Int("brokers", 3, "kfake brokers")
 		reps       = flag.Int("reps", 5, "repetitions; medians are reported")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run (seeding excluded) here")
+		serve      = flag.Int("serve-kfake", 0, "internal: run a kfake cluster of this many brokers, print its addresses, exit when stdin closes")
+		inProcess  = flag.Bool("in-process", false, "run kfake inside the measured process instead of a child process")
 		memprofile = flag.String("memprofile", "", "write an allocation profile of the whole run here")
 	)
 	flag.Parse()
+	if *serve > 0 {
+		serveKfake(*serve)
+		return
+	}
+	sameProcess = *inProcess
 	if *memprofile != "" {
 		defer func() {
 			f, err := os.Create(*memprofile)
@@ -79,8 +88,12 @@ func main() {
 		}
 		rows = append(rows, r)
 	}
-	fmt.Printf("\nkfake, %d brokers, %d topics x %d partitions, %d records of 100 bytes per partition in batches of %d, every group lagging on every partition at its own offsets; medians of %d runs; Go %s, GOMAXPROCS %d\n\n",
-		*brokers, *topics, *partitions, *records, *batch, *reps, runtime.Version(), runtime.GOMAXPROCS(0))
+	where := "in a child process"
+	if sameProcess {
+		where = "in the measured process"
+	}
+	fmt.Printf("\nkfake %s, %d brokers, %d topics x %d partitions, %d records of 100 bytes per partition in batches of %d, every group lagging on every partition at its own offsets; medians of %d runs; Go %s, GOMAXPROCS %d\n\n",
+		where, *brokers, *topics, *partitions, *records, *batch, *reps, runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Println("| groups | kadm.Lag cold | collection cold | ratio | kadm.Lag warm | collection steady | ratio | collection, 10% moved | ratio |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -101,7 +114,11 @@ func main() {
 			ms(r.minCollMoved), ratio(r.minCollMoved, r.minLagWarm))
 	}
 	fmt.Println()
-	fmt.Println("Process CPU time (user+system, kfake's share included; medians):")
+	if sameProcess {
+		fmt.Println("Process CPU time (user+system, kfake's share included; medians):")
+	} else {
+		fmt.Println("Process CPU time of the measured process (user+system; kfake runs in a child process; medians):")
+	}
 	fmt.Println()
 	fmt.Println("| groups | kadm.Lag cold | collection cold | ratio | kadm.Lag warm | collection steady | ratio | collection, 10% moved | ratio |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -111,7 +128,11 @@ func main() {
 			r.groups, ms(c[0]), ms(c[1]), ratio(c[1], c[0]), ms(c[2]), ms(c[3]), ratio(c[3], c[2]), ms(c[4]), ratio(c[4], c[2]))
 	}
 	fmt.Println()
-	fmt.Println("Memory (allocations include the in-process kfake's work for the requests; \"retained\" is the collector's heap between scrapes, its probe cache; \"peak\" is the whole process, kfake's data included):")
+	if sameProcess {
+		fmt.Println("Memory (allocations include the in-process kfake's work for the requests; \"retained\" is the collector's heap between scrapes, its probe cache; \"peak\" is the whole process, kfake's data included):")
+	} else {
+		fmt.Println("Memory of the measured process (kfake runs in a child process; \"retained\" is the collector's heap between scrapes, its probe cache; \"peak\" is the whole measured process):")
+	}
 	fmt.Println()
 	fmt.Println("| groups | kadm.Lag alloc cold | collection alloc cold | kadm.Lag alloc warm | collection alloc steady | collector retained | peak heap | peak RSS |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -168,16 +189,66 @@ func median(ds []time.Duration) time.Duration {
 
 var profile string
 
+// sameProcess runs kfake in the measured process. By default it runs in a
+// child process, as a broker would: the measured process then holds only
+// the clients, and its CPU time, allocations and memory are theirs.
+var sameProcess bool
+
+// startCluster starts kfake and returns its broker addresses.
+func startCluster(brokers int) ([]string, func(), error) {
+	if sameProcess {
+		c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
+		if err != nil {
+			return nil, nil, fmt.Errorf("start kfake: %w", err)
+		}
+		return c.ListenAddrs(), c.Close, nil
+	}
+	cmd := exec.Command(os.Args[0], "-serve-kfake", strconv.Itoa(brokers))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start kfake process: %w", err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, nil, fmt.Errorf("read kfake addresses: %w", err)
+	}
+	stop := func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}
+	return strings.Fields(line), stop, nil
+}
+
+// serveKfake is the child process: a kfake cluster until stdin closes.
+func serveKfake(brokers int) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
+	if err != nil {
+		fail(fmt.Errorf("start kfake: %w", err))
+	}
+	defer c.Close()
+	fmt.Println(strings.Join(c.ListenAddrs(), " "))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
 var base = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 
 func run(groups, partitions, topics, records, batch, brokers, reps int) (row, error) {
 	r := row{groups: groups}
-	c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
+	addrs, stop, err := startCluster(brokers)
 	if err != nil {
-		return r, fmt.Errorf("start kfake: %w", err)
+		return r, err
 	}
-	defer c.Close()
-	k := &config.Kafka{Brokers: c.ListenAddrs(), Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
+	defer stop()
+	k := &config.Kafka{Brokers: addrs, Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
