@@ -622,3 +622,32 @@ func TestRealBrokers(t *testing.T) {
 		t.Errorf("topic %s on the given cluster: %v, %v", p.opts.Topic, topics, err)
 	}
 }
+
+// TestStartFailsCleanly: a start that cannot finish leaves nothing
+// running.
+func TestStartFailsCleanly(t *testing.T) {
+	before := runtime.NumGoroutine()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions()
+	o.DatabaseURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := Start(ctx, o, discard()); err == nil || !strings.Contains(err.Error(), "database URL") {
+		t.Errorf("start on a database URL nothing answers on: %v", err)
+	}
+
+	// Kafka brokers that do not answer: the start gives up when its
+	// context ends, after the database was made.
+	o = testOptions()
+	o.KafkaBrokers = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer kcancel()
+	if _, err := Start(kctx, o, discard()); err == nil || !strings.Contains(err.Error(), "create topic") {
+		t.Errorf("start with brokers nothing answers on: %v", err)
+	}
+	assertDatabaseGone(t, o.Database)
+	assertGoroutinesBack(t, before)
+}
