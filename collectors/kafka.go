@@ -188,6 +188,13 @@ func (c *Kafka) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 		return nil
 	}
 
+	if len(c.probes) == 0 {
+		// A cold cache will read records: open the fetch connections
+		// while the groups are described.
+		warmed := make(chan struct{})
+		go func() { defer close(warmed); c.prober.Warm(ctx) }()
+		defer func() { <-warmed }()
+	}
 	states := c.describe(ctx, selected, &partial)
 
 	// Topics of interest, their partitions and leaders.

@@ -64,6 +64,25 @@ type partState struct {
 	err     error
 }
 
+// Warm opens the fetch connection to every known broker (kgo keeps fetches
+// on a connection of their own) with an empty Fetch, so that a first Read
+// does not wait for dials and version handshakes. Errors are ignored:
+// Read reports its own.
+func (p *Prober) Warm(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, b := range p.cl.DiscoveredBrokers() {
+		wg.Add(1)
+		go func(b *kgo.Broker) {
+			defer wg.Done()
+			req := kmsg.NewPtrFetchRequest()
+			req.MaxWaitMillis = 0
+			req.SessionEpoch = -1
+			_, _ = b.Request(ctx, req)
+		}(b)
+	}
+	wg.Wait()
+}
+
 // ask is one asked offset and the index of its want.
 type ask struct {
 	off int64
