@@ -126,9 +126,9 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 	}
 
 	type result struct {
-		scenario                  string
-		collect, best, naive, exa time.Duration
-		capped                    bool
+		scenario                         string
+		collect, best, naive, exa, stuck time.Duration
+		capped                           bool
 	}
 	var results []result
 	marked := -1
@@ -187,7 +187,15 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 			return fmt.Errorf("exact: %w", err)
 		}
 		logf("%s: exact count over the unpublished rows %v", sc.name, exact)
-		results = append(results, result{sc.name, collect, best, naive, exact, capped})
+		stuck, _, err := median(naiveRuns, func() error {
+			_, err := outbox.Stuck(ctx, ro, "messages", o, 100)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("stuck: %w", err)
+		}
+		logf("%s: the 100 oldest unpublished rows (/api/v1/stuck) %v", sc.name, stuck)
+		results = append(results, result{sc.name, collect, best, naive, exact, stuck, capped})
 	}
 	if err := mark(ctx, rw, rows, 0); err != nil {
 		return err
@@ -195,11 +203,11 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 
 	fmt.Printf("\noutbox of %d rows, almost all published; median (and best) of %d collections, median of %d naive runs, in one run; load average %s\n\n",
 		rows, runs, naiveRuns, loadavg())
-	fmt.Println("| scenario | one collection | naive GROUP BY over the table | ratio | exact count over the unpublished rows | ratio | counts capped |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---|")
+	fmt.Println("| scenario | one collection | naive GROUP BY over the table | ratio | exact count over the unpublished rows | ratio | counts capped | 100 oldest rows (stuck API) |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---|---:|")
 	for _, r := range results {
-		fmt.Printf("| %s | %s (best %s) | %s | %.0fx | %s | %.1fx | %v |\n", r.scenario, ms(r.collect), ms(r.best), ms(r.naive),
-			float64(r.naive)/float64(r.collect), ms(r.exa), float64(r.exa)/float64(r.collect), r.capped)
+		fmt.Printf("| %s | %s (best %s) | %s | %.0fx | %s | %.1fx | %v | %s |\n", r.scenario, ms(r.collect), ms(r.best), ms(r.naive),
+			float64(r.naive)/float64(r.collect), ms(r.exa), float64(r.exa)/float64(r.collect), r.capped, ms(r.stuck))
 	}
 	return nil
 }

@@ -181,4 +181,24 @@ func TestStuck(t *testing.T) {
 	if err != nil || len(all) != 3 || all[2].State != InFlight || all[2].PastDeadline {
 		t.Errorf("all rows %+v %v", all, err)
 	}
+	// A nullable label column: rows with NULL labels are read apart and
+	// merged in created_at order.
+	db.Exec(t, `ALTER TABLE outbox ALTER COLUMN topic DROP NOT NULL;
+	  INSERT INTO outbox (event_id, created_at, event_type, topic) VALUES
+	  ('00000000-0000-0000-0000-000000000006', now() - interval '90 minutes', 'b', NULL),
+	  ('00000000-0000-0000-0000-000000000007', now() - interval '30 minutes', 'a', 't')`)
+	all, err = Stuck(ctx, pool, "m", cfg(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range all {
+		ids = append(ids, r.ID[len(r.ID)-1:])
+	}
+	if strings.Join(ids, ",") != "2,6,3" {
+		t.Errorf("oldest three = %v, want 2,6,3", ids)
+	}
+	if all[1].Labels["destination"] != "" || all[1].State != Pending {
+		t.Errorf("NULL-label row %+v", all[1])
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -31,6 +32,7 @@ type Column struct {
 	// Category is pg_type.typcategory: S string, N numeric, D date/time,
 	// E enum, ...
 	Category string
+	NotNull  bool
 }
 
 // IsInteger reports an integer type.
@@ -49,7 +51,7 @@ func (c Column) IsTimestamp() bool { return c.Type == "timestamptz" || c.Type ==
 func (c Column) IsText() bool { return c.Category == "S" || c.Category == "E" }
 
 // ErrNoTable is returned when the outbox table does not exist.
-var ErrNoTable = fmt.Errorf("table does not exist")
+var ErrNoTable = errors.New("table does not exist")
 
 // Introspect reads the columns of table ("schema.table" or "table") from
 // the catalog.
@@ -62,7 +64,7 @@ func Introspect(ctx context.Context, q Querier, table string) (map[string]Column
 		return nil, fmt.Errorf("look up table %s: %w", table, ErrNoTable)
 	}
 	rows, err := q.Query(ctx, `
-SELECT a.attname::text, t.typname::text, t.typcategory::text
+SELECT a.attname::text, t.typname::text, t.typcategory::text, a.attnotnull
 FROM pg_attribute a JOIN pg_type d ON d.oid = a.atttypid
 JOIN pg_type t ON t.oid = CASE WHEN d.typtype = 'd' THEN d.typbasetype ELSE d.oid END
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, pg.Table(table))
@@ -72,7 +74,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, pg.
 	cols := map[string]Column{}
 	for rows.Next() {
 		var c Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.Category); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Category, &c.NotNull); err != nil {
 			return nil, fmt.Errorf("read columns of %s: %w", table, err)
 		}
 		cols[c.Name] = c
@@ -91,6 +93,8 @@ type Spec struct {
 	Rules     *Rules
 	IntStatus bool
 	table     string
+	// labelsNotNull: every label column is declared NOT NULL.
+	labelsNotNull bool
 }
 
 // NewSpec builds the queries of outbox name. cols are the table's columns
@@ -104,6 +108,10 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 			return nil, fmt.Errorf("outbox %q: status column %q does not exist in %s", name, o.Status, o.Table)
 		}
 		s.IntStatus = c.IsInteger()
+	}
+	s.labelsNotNull = true
+	for _, l := range o.Labels {
+		s.labelsNotNull = s.labelsNotNull && cols[l.Column].NotNull
 	}
 	r, err := NewRules(o, s.IntStatus)
 	if err != nil {
@@ -445,30 +453,44 @@ func (s *Spec) OldestQuery() string {
 		return fmt.Sprintf(`SELECT coalesce(extract(epoch from now() - min(%s))::float8, 0) FROM %s t WHERE %s`,
 			ts(s.O.CreatedAt), s.table, s.where(up))
 	}
-	cols := make([]string, len(labels))
-	prev := make([]string, len(labels))
 	outs := make([]string, len(labels))
+	for i := range labels {
+		outs[i] = "r.l" + strconv.Itoa(i) + "::text"
+	}
+	return fmt.Sprintf(`%s
+SELECT %s, extract(epoch from now() - r.cr::timestamptz)::float8 FROM r LIMIT %d`,
+		s.skipScan(), strings.Join(outs, ", "), MaxOldestTuples)
+}
+
+// skipScan is a recursive CTE r(l0, ..., cr) that visits each combination
+// of label values among the unpublished rows once, with its oldest
+// created_at: each step is one descent of the unpublished index to the
+// first entry past the previous combination. Combinations with a NULL are
+// passed over (a row comparison with NULL is not true).
+func (s *Spec) skipScan() string {
+	labels := s.O.Labels
+	cols := make([]string, len(labels))
+	sel := make([]string, len(labels))
+	prev := make([]string, len(labels))
 	for i, l := range labels {
 		cols[i] = col(l.Column)
-		prev[i] = "r." + pg.Ident(l.Column)
-		outs[i] = "r." + pg.Ident(l.Column) + "::text"
+		sel[i] = cols[i] + " AS l" + strconv.Itoa(i)
+		prev[i] = "r.l" + strconv.Itoa(i)
 	}
-	sel := strings.Join(cols, ", ") + ", " + col(s.O.CreatedAt)
-	order := strings.Join(cols, ", ") + ", " + col(s.O.CreatedAt)
 	var cmp string
 	if len(labels) == 1 {
 		cmp = cols[0] + " > " + prev[0]
 	} else {
 		cmp = "(" + strings.Join(cols, ", ") + ") > (" + strings.Join(prev, ", ") + ")"
 	}
+	up := s.UnpublishedPredicate()
+	selList := strings.Join(sel, ", ") + ", " + col(s.O.CreatedAt) + " AS cr"
+	order := strings.Join(cols, ", ") + ", " + col(s.O.CreatedAt)
 	return fmt.Sprintf(`WITH RECURSIVE r AS (
   (SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[4]s LIMIT 1)
   UNION ALL
   SELECT n.* FROM r, LATERAL (SELECT %[1]s FROM %[2]s t WHERE %[5]s ORDER BY %[4]s LIMIT 1) n
-)
-SELECT %[6]s, extract(epoch from now() - r.%[7]s::timestamptz)::float8 FROM r LIMIT %[8]d`,
-		sel, s.table, s.where(up), order, s.where(up, cmp),
-		strings.Join(outs, ", "), pg.Ident(s.O.CreatedAt), MaxOldestTuples)
+)`, selList, s.table, s.where(up), order, s.where(up, cmp))
 }
 
 // leaseColumn is the column whose value identifies a lease.
@@ -543,6 +565,14 @@ func (s *Spec) PublishedQuery() string {
 // StuckQuery reads the oldest unpublished rows, at most $1. Columns:
 // id, facts..., labels..., age seconds, attempts, last_error (at most
 // 200 characters).
+//
+// Without labels the unpublished index is ordered by created_at and
+// serves ORDER BY created_at LIMIT directly. With labels it leads with
+// the label columns, so the query takes the $1 oldest rows of each label
+// combination (the skip-scan, then one index range each) and keeps the
+// $1 oldest of those: its cost follows the combinations, not the
+// backlog. Rows with a NULL label are read apart, unless the catalog
+// says the label columns are NOT NULL.
 func (s *Spec) StuckQuery() string {
 	o := s.O
 	sel := []string{col(o.ID) + "::text"}
@@ -559,8 +589,37 @@ func (s *Spec) StuckQuery() string {
 	} else {
 		sel = append(sel, "''::text")
 	}
-	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
-		strings.Join(sel, ", "), s.table, s.where(s.UnpublishedPredicate()), col(o.CreatedAt))
+	up := s.UnpublishedPredicate()
+	if len(o.Labels) == 0 {
+		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
+			strings.Join(sel, ", "), s.table, s.where(up), col(o.CreatedAt))
+	}
+	aliased := make([]string, len(sel))
+	outs := make([]string, len(sel))
+	for i, x := range sel {
+		aliased[i] = x + " AS s" + strconv.Itoa(i)
+		outs[i] = "u.s" + strconv.Itoa(i)
+	}
+	inner := strings.Join(aliased, ", ") + ", " + col(o.CreatedAt) + " AS ord"
+	var eq, isNull []string
+	for i, l := range o.Labels {
+		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
+		isNull = append(isNull, col(l.Column)+" IS NULL")
+	}
+	nulls := ""
+	if !s.labelsNotNull {
+		nulls = fmt.Sprintf(`
+  UNION ALL
+  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)`,
+			inner, s.table, s.where(up, "("+strings.Join(isNull, " OR ")+")"), col(o.CreatedAt))
+	}
+	return fmt.Sprintf(`%s
+SELECT %s FROM (
+  (SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL
+    (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1) x)%s
+) u ORDER BY u.ord LIMIT $1`,
+		s.skipScan(), strings.Join(outs, ", "), MaxOldestTuples,
+		inner, s.table, s.where(append([]string{up}, eq...)...), col(o.CreatedAt), nulls)
 }
 
 // NowQuery reads the database's transaction time in microseconds.
