@@ -130,7 +130,7 @@ func (l *logBuffer) String() string {
 
 // scheduler builds a Scheduler on the exporter's own read-only pools, with
 // chunks of a few rows so that a small table spans many chunks.
-func scheduler(t *testing.T, yml string, logs *logBuffer) *Scheduler {
+func scheduler(t *testing.T, yml string, logs *logBuffer, opts ...Option) *Scheduler {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yml), nil)
 	if err != nil {
@@ -149,13 +149,13 @@ func scheduler(t *testing.T, yml string, logs *logBuffer) *Scheduler {
 	if logs != nil {
 		logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
-	s, err := New(cfg, pools, logger)
+	s, err := New(cfg, pools, logger, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
 	for _, js := range s.jobs {
-		js.initRows, js.minRows, js.maxRows = 7, 3, 11
+		js.initRows, js.minRows, js.maxRows, js.leafRows = 7, 3, 11, 2
 	}
 	return s
 }

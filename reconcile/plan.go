@@ -160,20 +160,30 @@ func (p *plan) judgedExpr(w *window, a *args) string {
 	return "(" + e + ")"
 }
 
-// authoritySelect is the select list and joins shared by the chunk query
-// and the point look-up: key, version, judged, and with an outbox the
-// state of the row for the current version and whether it is judged.
-func (p *plan) authoritySelect(w *window, a *args, outboxCond string) string {
-	q := "SELECT a." + p.aKey + ", a." + p.aVersion + ", " + p.judgedExpr(w, a)
+// selectList is the authority's select list: the key and one packed
+// integer, version<<5 | judged<<4 | outbox state<<1 | outbox row judged,
+// since every column a row carries costs the server and the client alike
+// on a sweep of millions of rows (see unpack).
+func (p *plan) selectList(w *window, a *args) string {
+	e := "a." + p.aVersion + "::int8 * 32 + CASE WHEN " + p.judgedExpr(w, a) + " THEN 16 ELSE 0 END"
+	if p.hasOutbox {
+		e += fmt.Sprintf(" + coalesce(o.st, %d) * 2 + CASE WHEN o.created < %s THEN 1 ELSE 0 END", int(OutboxAbsent), a.add(w.cut))
+	}
+	return "SELECT a." + p.aKey + ", " + e
+}
+
+// unpack splits selectList's packed integer.
+func unpack(n int64) (version int64, judged bool, st OutboxState, obJudged bool) {
+	return n >> 5, n&16 != 0, OutboxState(n >> 1 & 7), n&1 != 0
+}
+
+// authoritySelect is the select list and joins of the point look-up.
+func (p *plan) authoritySelect(w *window, a *args) string {
+	q := p.selectList(w, a)
 	if !p.hasOutbox {
 		return q + " FROM " + p.aTable + " a"
 	}
-	q += ", o.st, (o.created < " + a.add(w.cut) + ")"
-	q += " FROM " + p.aTable + " a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion
-	if outboxCond != "" {
-		q += " AND " + outboxCond
-	}
-	return q
+	return q + " FROM " + p.aTable + " a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion
 }
 
 // chunkQuery reads the next n authority keys after lo (up to limit),
@@ -185,11 +195,10 @@ func (p *plan) chunkQuery(w *window, lo, limit bound, n int, kt keyType) (string
 	a := &args{}
 	page := "SELECT " + p.aKey + ", " + p.aVersion + ", " + p.aCreated + " FROM " + p.aTable +
 		" WHERE " + rangeCond(p.aKey, lo, limit, kt, a) + " ORDER BY " + p.aKey + " LIMIT " + a.add(n)
-	q := "SELECT a." + p.aKey + ", a." + p.aVersion + ", " + p.judgedExpr(w, a)
+	q := p.selectList(w, a)
 	if !p.hasOutbox {
 		return q + " FROM (" + page + ") a ORDER BY a." + p.aKey, a.vals
 	}
-	q += ", o.st, (o.created < " + a.add(w.cut) + ")"
 	q += " FROM (" + page + ") a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion +
 		" AND " + rangeCond("o.k", lo, limit, kt, a) + " ORDER BY a." + p.aKey
 	return q, a.vals
@@ -213,11 +222,60 @@ func (p *plan) targetChunkQuery(lo, hi bound, kt keyType) (string, []any) {
 // authorityLookup re-reads the authority (and outbox) rows of some keys.
 func (p *plan) authorityLookup(w *window, keys any) (string, []any) {
 	a := &args{}
-	q := p.authoritySelect(w, a, "")
+	q := p.authoritySelect(w, a)
 	q += " WHERE a." + p.aKey + " = ANY(" + a.add(keys) + ")"
 	return q, a.vals
 }
 
 func (p *plan) targetLookup(keys any) (string, []any) {
 	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1)", []any{keys}
+}
+
+// decidedExpr is true for authority rows whose target row is known
+// exactly: judged, and published long enough ago (or without an outbox,
+// judged). A range whose rows are all decided is clean when the target's
+// range holds exactly their keys and versions, which a count and a sum of
+// hashes decide without reading the rows.
+func (p *plan) decidedExpr(w *window, a *args) string {
+	j := p.judgedExpr(w, a)
+	switch {
+	case !p.hasOutbox:
+		return "coalesce(" + j + ", false)"
+	case p.deleteOnPublish:
+		return "coalesce(" + j + " AND o.k IS NULL, false)"
+	}
+	return fmt.Sprintf("coalesce(%s AND o.st = %d AND o.created < %s, false)", j, int(OutboxPublished), a.add(w.cut))
+}
+
+// rangeSumQuery summarises the authority (and outbox) rows of the integer
+// key range [lo, hi]: judged rows, rows not decided, judged rows without
+// an outbox row, decided rows, and the sum of hashint8extended(key,
+// version) over the decided rows.
+func (p *plan) rangeSumQuery(w *window, lo, hi int64) (string, []any) {
+	a := &args{}
+	l, h := a.add(lo), a.add(hi)
+	j := p.judgedExpr(w, a)
+	d := p.decidedExpr(w, a)
+	missOb := "0"
+	if p.hasOutbox && !p.deleteOnPublish {
+		missOb = "count(*) FILTER (WHERE " + j + " AND o.k IS NULL)"
+	}
+	q := "SELECT count(*) FILTER (WHERE " + j + "), count(*) FILTER (WHERE NOT " + d + "), " + missOb +
+		", count(*) FILTER (WHERE " + d + "), coalesce(sum(hashint8extended(a." + p.aKey + "::int8, a." + p.aVersion + "::int8)) FILTER (WHERE " + d + "), 0)::text" +
+		" FROM " + p.aTable + " a"
+	if p.hasOutbox {
+		q += " LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion + " AND o.k >= " + l + " AND o.k <= " + h
+	}
+	return q + " WHERE a." + p.aKey + " >= " + l + " AND a." + p.aKey + " <= " + h, a.vals
+}
+
+// targetSumQuery summarises the target rows of the key range [lo, hi].
+func (p *plan) targetSumQuery(lo, hi int64) (string, []any) {
+	return "SELECT count(*), coalesce(sum(hashint8extended(" + p.tKey + "::int8, " + p.tVersion + "::int8)), 0)::text FROM " + p.tTable +
+		" WHERE " + p.tKey + " >= $1 AND " + p.tKey + " <= $2", []any{lo, hi}
+}
+
+// keyRangeQuery finds the smallest and largest key of a table.
+func keyRangeQuery(table, key string) string {
+	return "SELECT min(" + key + ")::int8, max(" + key + ")::int8 FROM " + table
 }

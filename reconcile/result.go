@@ -35,6 +35,9 @@ type Result struct {
 	RowsChecked int64 `json:"rows_checked"`
 	// Chunks counts the key ranges read.
 	Chunks int `json:"chunks"`
+	// RowsRead counts the rows (of both sides) read row by row; the rest
+	// were decided by range checksums on the servers.
+	RowsRead int64 `json:"rows_read"`
 	// Rechecked counts the keys that looked like gaps in a chunk and were
 	// read again; Gaps holds those the re-check confirmed.
 	Rechecked int64 `json:"rechecked"`

@@ -65,13 +65,30 @@ type jobState struct {
 	// Chunk sizing and a test hook, fixed at construction; tests lower them.
 	minRows, maxRows, initRows int
 	hooks                      hooks
+	streamed                   bool
+	leafRows                   int
+}
+
+// Option adjusts a Scheduler.
+type Option func(*Scheduler)
+
+// StreamedFullSweeps makes full sweeps of integer keys stream and merge
+// every row, as windowed runs and sweeps of text and uuid keys do, instead
+// of bisecting by range checksums. It exists for comparison (the
+// benchmark) and as a fallback should a server lack hashint8extended.
+func StreamedFullSweeps() Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.streamed = true
+		}
+	}
 }
 
 // New builds a Scheduler for cfg.Reconcile. pools are the exporter's
 // read-only pools by database name, shared with the collectors: a run
 // uses at most one session of each database at a time for each side.
 // New does not connect; Start schedules the runs.
-func New(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger) (*Scheduler, error) {
+func New(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger, opts ...Option) (*Scheduler, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,7 +100,7 @@ func New(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger
 		if err != nil {
 			return nil, err
 		}
-		js := &jobState{plan: p, minRows: minChunkRows, maxRows: maxChunkRows, initRows: initialChunkRows}
+		js := &jobState{plan: p, minRows: minChunkRows, maxRows: maxChunkRows, initRows: initialChunkRows, leafRows: defaultLeafRows}
 		s.jobs[name] = js
 		s.names = append(s.names, name)
 		if _, err := s.cron.AddFunc(job.Schedule, s.scheduled(name, false)); err != nil {
@@ -96,6 +113,9 @@ func New(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger
 		}
 	}
 	sort.Strings(s.names)
+	for _, o := range opts {
+		o(s)
+	}
 	return s, nil
 }
 
@@ -179,6 +199,8 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		maxRows:   js.maxRows,
 		chunkTime: js.plan.job.ChunkTime,
 		hooks:     js.hooks,
+		streamed:  js.streamed,
+		leafRows:  js.leafRows,
 	}
 	if r.chunkTime <= 0 {
 		r.chunkTime = config.DefaultChunkTime

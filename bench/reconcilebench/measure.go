@@ -29,6 +29,7 @@ type outcome struct {
 	PGCPU       float64          `json:"pg_cpu_seconds"`
 	RowsChecked int64            `json:"rows_checked"`
 	Chunks      int              `json:"chunks"`
+	RowsRead    int64            `json:"rows_read"`
 	Gaps        map[string]int64 `json:"gaps"`
 	Found       int              `json:"found"`    // injected gaps found
 	Extra       int              `json:"extra"`    // findings that are not injected gaps
@@ -39,8 +40,8 @@ type outcome struct {
 func configFor(aURL, bURL string, window time.Duration) (*config.Config, error) {
 	y := fmt.Sprintf(`
 databases:
-  a: {dsn: %q, max_connections: 2, statement_timeout: 60s}
-  b: {dsn: %q, max_connections: 2, statement_timeout: 60s}
+  a: {dsn: %q, max_connections: 2, statement_timeout: 600s}
+  b: {dsn: %q, max_connections: 2, statement_timeout: 600s}
 outboxes:
   messages:
     database: a
@@ -124,16 +125,20 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window time.D
 	t := time.Now()
 	cpu0 := cpuSeconds()
 	switch mode {
-	case "sweep", "window":
-		s, err := reconcile.New(cfg, pools, slog.New(slog.DiscardHandler))
+	case "sweep", "stream", "window":
+		var opts []reconcile.Option
+		if mode == "stream" {
+			opts = append(opts, reconcile.StreamedFullSweeps())
+		}
+		s, err := reconcile.New(cfg, pools, slog.New(slog.DiscardHandler), opts...)
 		if err != nil {
 			return err
 		}
-		res, err := s.Run(ctx, "bench", mode == "sweep")
+		res, err := s.Run(ctx, "bench", mode != "window")
 		if err != nil {
 			return err
 		}
-		out.RowsChecked, out.Chunks, findings = res.RowsChecked, res.Chunks, res.Findings
+		out.RowsChecked, out.Chunks, out.RowsRead, findings = res.RowsChecked, res.Chunks, res.RowsRead, res.Findings
 		out.Gaps = map[string]int64{}
 		for k, v := range res.Gaps {
 			out.Gaps[string(k)] = v
@@ -143,6 +148,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window time.D
 			scope = func(id int64) bool { return id >= lowest }
 		}
 	case "maps":
+		out.RowsRead = int64(rows)*2 - pendingRows
 		findings, out.RowsChecked, err = naiveMaps(ctx, pools["a"], pools["b"])
 		if err != nil {
 			return err
@@ -214,20 +220,20 @@ func measure(ctx context.Context, aURL, bURL string, rows int) error {
 	return nil
 }
 
-var modes = []string{"sweep", "window", "maps", "checksum", "mergeplan", "hashplan"}
+var modes = []string{"sweep", "window", "stream", "maps", "checksum", "mergeplan", "hashplan"}
 
 func printTable(outs []outcome, rows int) {
 	base := outs[0]
 	fmt.Printf("reconcile, %d authority rows (+ outbox) in reconcile_bench_a vs %d-row target in reconcile_bench_b, 100 injected gaps\n\n", rows, rows-pendingRows)
-	fmt.Printf("| mode | seconds | vs sweep | exporter CPU s | server CPU s | peak RSS MB | vs sweep | rows | chunks | injected found / in scope | other findings |\n")
-	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| mode | seconds | vs sweep | exporter CPU s | server CPU s | peak RSS MB | vs sweep | rows checked | rows read | chunks | injected found / in scope | other findings |\n")
+	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, o := range outs {
 		found := fmt.Sprintf("%d / %d", o.Found, o.Expected)
 		if o.Gaps == nil && o.Mode != "maps" {
 			found = "-"
 		}
-		fmt.Printf("| %s | %.2f | %.2fx | %.1f | %.1f | %.0f | %.2fx | %d | %d | %s | %d |\n",
-			o.Mode, o.Seconds, o.Seconds/base.Seconds, o.CPUSeconds, o.PGCPU, o.PeakRSSMB, o.PeakRSSMB/base.PeakRSSMB, o.RowsChecked, o.Chunks, found, o.Extra)
+		fmt.Printf("| %s | %.2f | %.2fx | %.1f | %.1f | %.0f | %.2fx | %d | %d | %d | %s | %d |\n",
+			o.Mode, o.Seconds, o.Seconds/base.Seconds, o.CPUSeconds, o.PGCPU, o.PeakRSSMB, o.PeakRSSMB/base.PeakRSSMB, o.RowsChecked, o.RowsRead, o.Chunks, found, o.Extra)
 	}
 	fmt.Println()
 	for _, o := range outs {
