@@ -2,6 +2,7 @@ package collectors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -112,11 +113,25 @@ func (c *Outbox) Update(ctx context.Context, ch chan<- prometheus.Metric) error 
 		return err
 	}
 	d := c.descs
+	// Never panic on a value read from the table: the sampler makes label
+	// values valid UTF-8, and a metric that still cannot be built fails
+	// the collection instead.
+	var bad error
+	send := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(desc, t, v, labels...)
+		if err != nil {
+			if bad == nil {
+				bad = fmt.Errorf("outbox %q: build %s: %w", c.name, desc, err)
+			}
+			return
+		}
+		ch <- m
+	}
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+		send(desc, prometheus.GaugeValue, v, labels...)
 	}
 	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
+		send(desc, prometheus.CounterValue, v, labels...)
 	}
 	for _, s := range snap.Series {
 		l := append([]string{c.name}, s.Labels...)
@@ -142,8 +157,13 @@ func (c *Outbox) Update(ctx context.Context, ch chan<- prometheus.Metric) error 
 		counter(outboxLeaseExpDesc, float64(snap.LeaseExpirations), c.name)
 	}
 	if c.o.PublishedAt != "" {
-		ch <- prometheus.MustNewConstHistogram(outboxLatencyDesc, snap.LatencyCount, snap.LatencySum,
+		h, err := prometheus.NewConstHistogram(outboxLatencyDesc, snap.LatencyCount, snap.LatencySum,
 			snap.LatencyBuckets, c.name)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("outbox %q: build %s: %w", c.name, outboxLatencyDesc, err)
+		} else if err == nil {
+			ch <- h
+		}
 	}
-	return nil
+	return bad
 }

@@ -119,7 +119,10 @@ func (s *Sampler) Sample(ctx context.Context, pool *pgxpool.Pool) (*Snapshot, er
 	defer func() { <-s.sem }()
 	r, err := s.fetch(ctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("sample outbox %q: %w", s.name, err)
+		// Introspect again next time: the table may have been dropped and
+		// created anew, with other column types.
+		s.spec = nil
+		return nil, fmt.Errorf("sample outbox %q (table %s): %w", s.name, s.o.Table, err)
 	}
 	return s.apply(r), nil
 }
@@ -231,11 +234,15 @@ func total(gs []group) int64 {
 	return n
 }
 
+// strs turns label values read from the table into label values: NULL
+// is "", and invalid UTF-8 (text in a SQL_ASCII database may hold any
+// bytes) has each invalid sequence replaced by U+FFFD, so that a metric
+// can always be built from it.
 func strs(ps []*string) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		if p != nil {
-			out[i] = *p
+			out[i] = strings.ToValidUTF8(*p, "\uFFFD")
 		}
 	}
 	return out

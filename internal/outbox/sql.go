@@ -578,7 +578,8 @@ func (s *Spec) StuckQuery() string {
 	sel := []string{col(o.ID) + "::text"}
 	sel = append(sel, s.factExprs()...)
 	sel = append(sel, s.labelExprs()...)
-	sel = append(sel, "extract(epoch from now() - "+ts(o.CreatedAt)+")::float8")
+	// Never negative (a writer's clock ahead), 0 for a NULL created_at.
+	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+ts(o.CreatedAt)+")::float8, 0), 0)")
 	if o.Attempts != "" {
 		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
 	} else {

@@ -92,13 +92,11 @@ func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 		r.State = spec.Rules.Classify(f)
 		r.UnknownResult = spec.Rules.Unknown(r.State, f)
 		r.LastError = TrimError(r.LastError, LastErrorChars)
-		vals := make([]string, nl)
+		r.ID = strings.ToValidUTF8(r.ID, "\uFFFD")
+		vals := strs(labels)
 		if nl > 0 {
 			r.Labels = map[string]string{}
 			for i, l := range o.Labels {
-				if labels[i] != nil {
-					vals[i] = *labels[i]
-				}
 				r.Labels[l.Name] = vals[i]
 			}
 		}
