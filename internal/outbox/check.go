@@ -30,7 +30,9 @@ type CheckReport struct {
 	// Statements are the CREATE INDEX statements the outbox's queries
 	// want; check is not OK until they exist.
 	Statements []string `json:"statements,omitempty"`
-	OK         bool     `json:"ok"`
+	// Notes are advice that does not make the report fail.
+	Notes []string `json:"notes,omitempty"`
+	OK    bool     `json:"ok"`
 }
 
 func (r *CheckReport) add(ok bool, what, format string, args ...any) {
@@ -55,6 +57,9 @@ func (r *CheckReport) Text() string {
 			fmt.Fprintf(&b, ": %s", it.Detail)
 		}
 		b.WriteString("\n")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note %s\n", n)
 	}
 	if len(r.Statements) > 0 {
 		b.WriteString("  create these indexes (they do not block writes):\n")
@@ -180,11 +185,53 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 			r.Statements = append(r.Statements, stmt)
 		}
 	}
+	if r.Notes, err = bloatNotes(ctx, tx, o.Table); err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
 	r.OK = true
 	for _, it := range r.Items {
 		r.OK = r.OK && it.OK
 	}
 	return r, nil
+}
+
+// Bloated reports whether a partial index of size bytes holding about
+// tuples entries was left large by a past backlog: PostgreSQL does not
+// return an emptied index's pages, and scans of it stay several times
+// slower (and its planner cost high enough to compile JIT) until it is
+// rebuilt. A B-tree entry takes tens of bytes; above 100 MiB and 2000
+// bytes per entry the index is over 20 times its size.
+func Bloated(size int64, tuples float64) bool {
+	if size < 100<<20 || tuples < 0 {
+		return false
+	}
+	return float64(size) > 2000*max(tuples, 1)
+}
+
+// bloatNotes advises rebuilding the table's bloated partial indexes.
+func bloatNotes(ctx context.Context, tx pgx.Tx, table string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname::text, pg_relation_size(c.oid), c.reltuples::float8 FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) AND i.indpred IS NOT NULL ORDER BY 1`, pg.Table(table))
+	if err != nil {
+		return nil, fmt.Errorf("read index sizes of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var notes []string
+	for rows.Next() {
+		var (
+			name   string
+			size   int64
+			tuples float64
+		)
+		if err := rows.Scan(&name, &size, &tuples); err != nil {
+			return nil, fmt.Errorf("read index sizes of %s: %w", table, err)
+		}
+		if Bloated(size, tuples) {
+			notes = append(notes, fmt.Sprintf("index %s is %d MiB for about %.0f entries, left large by a past backlog; "+
+				"its scans are slower until it is rebuilt: REINDEX INDEX CONCURRENTLY %s;", name, size>>20, tuples, pg.Ident(name)))
+		}
+	}
+	return notes, rows.Err()
 }
 
 type planRule struct {

@@ -251,3 +251,22 @@ func TestIndexName(t *testing.T) {
 		t.Errorf("long IndexName = %q (%d)", long, len(long))
 	}
 }
+
+func TestBloated(t *testing.T) {
+	cases := []struct {
+		size   int64
+		tuples float64
+		want   bool
+	}{
+		{512 << 20, 10000, true},    // a drained 2M backlog
+		{512 << 20, 2000000, false}, // the backlog itself
+		{50 << 20, 0, false},        // small: not worth a rebuild
+		{200 << 20, -1, false},      // never vacuumed: no estimate
+		{200 << 20, 0, true},
+	}
+	for _, c := range cases {
+		if got := Bloated(c.size, c.tuples); got != c.want {
+			t.Errorf("Bloated(%d MiB, %v) = %v, want %v", c.size>>20, c.tuples, got, c.want)
+		}
+	}
+}
