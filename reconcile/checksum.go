@@ -9,14 +9,16 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Full sweeps of integer keys bisect by range checksums: each key range is
+// With ChecksumFullSweeps, full sweeps of integer keys bisect by range
+// checksums, as data-diff does but with an integer hash: each key range is
 // summarised on both sides (a count and a sum of hashint8extended(key,
-// version), computed by the servers), a range whose sides agree is clean
-// without a row leaving the database, and a range that differs is split in
-// splitWays until it holds at most defaultLeafRows rows, which are then read and
-// merged like any chunk. Measured on 10M rows (bench/reconcile.md), the
-// servers spend several times more CPU streaming every row to the
-// exporter than summarising it, and the exporter spends none.
+// version), computed by the servers); a range whose sides agree is clean
+// without a row leaving the database; a range that differs is split
+// splitWays ways until it holds at most leafRows rows, which are read and
+// merged like any chunk. It needs far less exporter memory and CPU, but
+// every differing range is summarised again at each level: with gaps
+// spread over the key space that cost the servers more than streaming
+// (bench/reconcile.md), so it is not the default.
 const (
 	splitWays       = 16
 	defaultLeafRows = 4096
@@ -110,7 +112,7 @@ func (r *runner) checkRange(ctx context.Context, lo, hi int64) error {
 			if _, err := tx.Exec(ctx, mergePlanSettings); err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, q, args...).Scan(&a.judged, &a.undecided, &a.missingOutbox, &a.decided, &a.sum); err != nil {
+			if err := tx.QueryRow(ctx, q, prepared(args)...).Scan(&a.judged, &a.undecided, &a.missingOutbox, &a.decided, &a.sum); err != nil {
 				return fmt.Errorf("summarise authority keys %d..%d: %w", lo, hi, err)
 			}
 			return nil
@@ -121,7 +123,7 @@ func (r *runner) checkRange(ctx context.Context, lo, hi int64) error {
 			return nil
 		}
 		q, args := r.p.targetSumQuery(lo, hi)
-		if err := r.p.target.QueryRow(ctx, q, args...).Scan(&tCount, &tSum); err != nil {
+		if err := r.p.target.QueryRow(ctx, q, prepared(args)...).Scan(&tCount, &tSum); err != nil {
 			return fmt.Errorf("summarise target keys %d..%d: %w", lo, hi, err)
 		}
 		return nil

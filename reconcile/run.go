@@ -72,9 +72,9 @@ type runner struct {
 	// leafRows is the most rows a differing range may hold to be read row
 	// by row rather than split.
 	leafRows int
-	// streamed makes full sweeps of integer keys stream every row, as
-	// windowed runs and other keys do, instead of bisecting by checksums.
-	streamed bool
+	// checksum makes full sweeps of integer keys bisect by range
+	// checksums instead of streaming every row.
+	checksum bool
 }
 
 // hooks let tests write while a run is in progress.
@@ -103,7 +103,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 
-	if r.w.full && r.kt == keyInt && !r.streamed {
+	if r.w.full && r.kt == keyInt && r.checksum {
 		return r.walkChecksum(ctx)
 	}
 	var lo, limit bound
@@ -317,7 +317,7 @@ func (r *runner) fetchAuthority(ctx context.Context, lo, limit bound, n int, buf
 		if _, err := tx.Exec(ctx, mergePlanSettings); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, q, args...)
+		rows, err := tx.Query(ctx, q, prepared(args)...)
 		if err != nil {
 			return err
 		}
@@ -334,7 +334,14 @@ func (r *runner) fetchAuthority(ctx context.Context, lo, limit bound, n int, buf
 // this process only: no hash join (whose plan spilled to disk on large
 // ranges), no nested loop, no parallel workers, no JIT compilation (which
 // costs more than a chunk's query saves).
-const mergePlanSettings = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_nestloop = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off"
+const mergePlanSettings = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_nestloop = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_generic_plan"
+
+// prepared runs a chunk's query as a prepared statement, cached on the
+// session: a sweep runs the same few statements hundreds of times, and
+// planning each anew cost the server more than executing it.
+func prepared(args []any) []any {
+	return append([]any{pgx.QueryExecModeCacheStatement}, args...)
+}
 
 // scanAuthority decodes authority rows from their raw values: the
 // columns are few and fixed, and this is the hot loop of a sweep.
@@ -381,7 +388,7 @@ func rank(s OutboxState) int {
 
 func (r *runner) fetchTarget(ctx context.Context, lo, hi bound) ([]tRow, error) {
 	q, args := r.p.targetChunkQuery(lo, hi, r.kt)
-	rows, err := r.p.target.Query(ctx, q, args...)
+	rows, err := r.p.target.Query(ctx, q, prepared(args)...)
 	if err != nil {
 		return nil, fmt.Errorf("read target chunk: %w", err)
 	}

@@ -65,3 +65,24 @@ func TestOutboxStyles(t *testing.T) {
 		})
 	}
 }
+
+// TestFindingsCap keeps max_findings findings of a kind and the true count.
+func TestFindingsCap(t *testing.T) {
+	p := newPair(t, "bigint")
+	for i := 1; i <= 10; i++ {
+		p.add(t, i, 1, old, "PUBLISHED", 0)
+	}
+	p.add(t, 11, 2, old, "PUBLISHED", 1)
+	s := scheduler(t, strings.Replace(p.yaml(""), "max_findings: 100", "max_findings: 3", 1), nil)
+	res, err := s.Run(context.Background(), "search_index", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[Kind]int{}
+	for _, f := range res.Findings {
+		kinds[f.Kind]++
+	}
+	if res.Gaps[MissingTarget] != 10 || kinds[MissingTarget] != 3 || kinds[StaleTarget] != 1 || !res.Truncated {
+		t.Errorf("gaps %v, findings by kind %v, truncated %v; want 10 missing_target with 3 kept, 1 stale_target, truncated", res.Gaps, kinds, res.Truncated)
+	}
+}

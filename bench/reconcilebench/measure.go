@@ -125,10 +125,10 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window time.D
 	t := time.Now()
 	cpu0 := cpuSeconds()
 	switch mode {
-	case "sweep", "stream", "window":
+	case "sweep", "bisect", "window":
 		var opts []reconcile.Option
-		if mode == "stream" {
-			opts = append(opts, reconcile.StreamedFullSweeps())
+		if mode == "bisect" {
+			opts = append(opts, reconcile.ChecksumFullSweeps())
 		}
 		s, err := reconcile.New(cfg, pools, slog.New(slog.DiscardHandler), opts...)
 		if err != nil {
@@ -220,7 +220,7 @@ func measure(ctx context.Context, aURL, bURL string, rows int) error {
 	return nil
 }
 
-var modes = []string{"sweep", "window", "stream", "maps", "checksum", "mergeplan", "hashplan"}
+var modes = []string{"sweep", "window", "bisect", "maps", "checksum", "mergeplan", "hashplan"}
 
 func printTable(outs []outcome, rows int) {
 	base := outs[0]
