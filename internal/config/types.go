@@ -83,7 +83,8 @@ type Outbox struct {
 	SLOObjective float64 `yaml:"slo_objective"`
 	// MaxCount caps exact counting during a huge backlog: a state count
 	// above it is reported as MaxCount and outbox_events_capped says so.
-	// Default 100000.
+	// Default 10000 (the incident benchmark: 12-22 ms per collection at a 2M
+	// backlog, against 85-115 ms at 100000).
 	MaxCount int `yaml:"max_count"`
 }
 

@@ -17,7 +17,7 @@ const (
 	DefaultStatementTimeout = 5 * time.Second
 	DefaultLockTimeout      = 1 * time.Second
 	DefaultMaxLabelValues   = 100
-	DefaultMaxCount         = 100000
+	DefaultMaxCount         = 10000
 	DefaultSLOObjective     = 0.999
 	DefaultKafkaDeadline    = 10 * time.Minute
 	DefaultReconcileWindow  = 24 * time.Hour
