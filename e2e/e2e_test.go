@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,9 +52,10 @@ const (
 
 // demoOptions are the demo's deadlines shortened for the test: the
 // outbox deadline 8s, the lag deadlines 15s and 8s, leases 3s; a crashed
-// relay's row is taken back after 30s and a lost acknowledgement retried
-// after 90s, so that each trace outlasts its alert's shortened for:; the
-// notify group stalls for 2m, so that it is still red on the page;
+// relay's row is taken back after 30s, so that it outlasts its alerts'
+// shortened for:, and a lost acknowledgement retried after 150s, so that
+// its row is still stuck on the page; the notify group stalls for 2m, so
+// that it is still red on the page too;
 // reconcile every 5s with 3s grace; the audit over a 2m window with 3s
 // grace.
 func demoOptions() demo.Options {
@@ -67,7 +70,7 @@ func demoOptions() demo.Options {
 		PollInterval:      100 * time.Millisecond,
 		LeaseTTL:          3 * time.Second,
 		ReclaimAfter:      30 * time.Second,
-		UnknownBackoff:    90 * time.Second,
+		UnknownBackoff:    150 * time.Second,
 		StallFor:          2 * time.Minute,
 		OutboxDeadline:    8 * time.Second,
 		GroupDeadline:     15 * time.Second,
@@ -524,7 +527,7 @@ func checkPage(t *testing.T, ctx context.Context, bin, base string, cfg *config.
 		t.Errorf("page DOM: %v", domErr)
 	} else {
 		_ = os.WriteFile(filepath.Join(artifacts, "e2e-page.html"), dom, 0o644)
-		want := PageWant{Groups: []string{demo.GroupSearchIndex, demo.GroupNotify}}
+		want := PageWant{Groups: []string{demo.GroupSearchIndex, demo.GroupNotify}, Stuck: true}
 		for name := range cfg.Outboxes {
 			want.Outboxes = append(want.Outboxes, name)
 		}
@@ -534,11 +537,12 @@ func checkPage(t *testing.T, ctx context.Context, bin, base string, cfg *config.
 		for name := range cfg.Audit {
 			want.Audits = append(want.Audits, name)
 		}
-		problems, summary := CheckPage(dom, want)
+		rep := CheckPage(dom, want)
+		problems := append(rep.Problems, followLinks(ctx, base, rep.Links)...)
 		if len(problems) > 0 {
 			t.Errorf("the page at / (DOM kept in %s):\n  %s", artifacts, strings.Join(problems, "\n  "))
 		}
-		t.Logf("page: %s", summary)
+		t.Logf("page: %s; %d links", rep.Summary, len(rep.Links))
 	}
 	if shotErr != nil {
 		t.Errorf("page screenshot: %v", shotErr)
@@ -550,4 +554,37 @@ func checkPage(t *testing.T, ctx context.Context, bin, base string, cfg *config.
 		return
 	}
 	t.Logf("page screenshot: %s (%d KB)", shot, len(png)/1024)
+}
+
+// followLinks gets every link of the page that points into the exporter:
+// each must answer 200, and the JSON APIs JSON.
+func followLinks(ctx context.Context, base string, links []string) []string {
+	client := &http.Client{Timeout: 20 * time.Second}
+	var problems []string
+	for _, l := range links {
+		if !strings.HasPrefix(l, "/") {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+l, nil)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("link %s: %v", l, err))
+			continue
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("link %s: %v", l, err))
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("link %s: read: %v", l, err))
+		case resp.StatusCode != http.StatusOK:
+			problems = append(problems, fmt.Sprintf("link %s: %s", l, resp.Status))
+		case strings.HasPrefix(l, "/api/") && !json.Valid(body):
+			problems = append(problems, fmt.Sprintf("link %s: not JSON: %s", l, tail(string(body), 200)))
+		}
+	}
+	return problems
 }

@@ -201,8 +201,10 @@ func TestMissingAndUnexpected(t *testing.T) {
 }
 
 const samplePage = `<!doctype html><html><body>
+<nav><a href="/metrics">Metrics</a><a href="https://example.com/runbook.md">Runbook</a></nav>
 <table>
-<tr class="outbox" data-outbox="messages" data-status="crit"><td>messages</td><td><svg class="trend" aria-label="trend of the last hour against the deadline"><polyline points="1,2"/></svg></td></tr>
+<tr class="outbox" data-outbox="messages" data-status="crit"><td>messages<a href="/api/v1/stuck?outbox=messages&amp;limit=20">stuck</a></td><td><svg class="trend" aria-label="trend of the last hour against the deadline"><polyline points="1,2"/></svg></td></tr>
+<tr><td colspan="8"><table class="stuck"><tr><th>id</th></tr><tr><td><code>e1</code></td></tr></table></td></tr>
 </table>
 <table>
 <tr class="group" data-group="notify" data-status="ok"><td><svg class="trend" aria-label="no history yet"><text>no history yet</text></svg></td></tr>
@@ -212,26 +214,34 @@ const samplePage = `<!doctype html><html><body>
 </body></html>`
 
 func TestCheckPage(t *testing.T) {
-	problems, summary := CheckPage([]byte(samplePage), PageWant{
+	rep := CheckPage([]byte(samplePage), PageWant{
 		Outboxes:   []string{"messages"},
 		Groups:     []string{"notify", "search-index"},
 		Reconciles: []string{"search_index"},
 		Audits:     []string{"messages"},
+		Stuck:      true,
 	})
 	want := []string{
 		`group "search-index": data-status "purple" is not one of [ok warn crit unknown]`,
 		`group "search-index": no trend SVG`,
+		`reconcile "search_index": no link to /api/v1/reconcile?job=search_index`,
+		`audit "messages": no link to /api/v1/audit?outbox=messages`,
 		`no audit row for "messages"`,
 	}
-	if !slices.Equal(problems, want) {
-		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(want, "\n"))
+	if !slices.Equal(rep.Problems, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(rep.Problems, "\n"), strings.Join(want, "\n"))
 	}
-	if !strings.Contains(summary, "outbox messages=crit") {
-		t.Errorf("summary %q", summary)
+	if !strings.Contains(rep.Summary, "outbox messages=crit") {
+		t.Errorf("summary %q", rep.Summary)
+	}
+	if !slices.Equal(rep.Links, []string{"/metrics", "https://example.com/runbook.md", "/api/v1/stuck?outbox=messages&limit=20"}) {
+		t.Errorf("links %q", rep.Links)
 	}
 	calm := strings.ReplaceAll(strings.ReplaceAll(samplePage, `"crit"`, `"ok"`), `aria-label="trend of the last hour against the deadline"`, `aria-label="no history yet"`)
-	problems, _ = CheckPage([]byte(calm), PageWant{Outboxes: []string{"messages"}})
-	if !slices.Equal(problems, []string{"no row is crit although faults are active", "no trend SVG draws any history"}) {
-		t.Errorf("calm page: %v", problems)
+	calm = strings.ReplaceAll(strings.ReplaceAll(calm, "<code>e1</code>", ""), "Runbook", "Docs")
+	rep = CheckPage([]byte(calm), PageWant{Outboxes: []string{"messages"}, Stuck: true})
+	if !slices.Equal(rep.Problems, []string{"no link to the runbook", "no stuck rows listed although faults are active",
+		"no row is crit although faults are active", "no trend SVG draws any history"}) {
+		t.Errorf("calm page: %q", rep.Problems)
 	}
 }

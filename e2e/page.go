@@ -3,18 +3,30 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
 )
 
-// PageWant is what the on-call page must show: a row for each of these.
+// PageWant is what the on-call page must show: a row for each of these,
+// and, if Stuck, the oldest stuck rows of some outbox.
 type PageWant struct {
 	Outboxes   []string
 	Groups     []string
 	Reconciles []string
 	Audits     []string
+	Stuck      bool
+}
+
+// PageReport is what CheckPage found.
+type PageReport struct {
+	Problems []string
+	// Summary lists each state row: "outbox messages=crit, ...".
+	Summary string
+	// Links are the href of every link, for the caller to follow.
+	Links []string
 }
 
 // pageRow is one state row of the page: its class (outbox, group,
@@ -29,17 +41,34 @@ var statuses = []string{"ok", "warn", "crit", "unknown"}
 // CheckPage checks the DOM of the page at /: each wanted outbox, consumer
 // group, reconcile job and audit has a row with a valid data-status; at
 // least one row is crit; each outbox and group row holds a trend SVG and
-// at least one trend is drawn (not "no history yet"). It returns the
-// problems found and a one-line summary of the rows.
-func CheckPage(dom []byte, want PageWant) (problems []string, summary string) {
+// at least one trend is drawn (not "no history yet"); the outboxes link
+// to their stuck rows, the reconcile jobs and audits to their findings,
+// the page to the runbook; and if want.Stuck, a table of stuck rows has
+// one.
+func CheckPage(dom []byte, want PageWant) PageReport {
 	root, err := html.Parse(bytes.NewReader(dom))
 	if err != nil {
-		return []string{fmt.Sprintf("parse the page: %v", err)}, ""
+		return PageReport{Problems: []string{fmt.Sprintf("parse the page: %v", err)}}
 	}
-	var rows []pageRow
+	var (
+		rows      []pageRow
+		rep       PageReport
+		runbook   bool
+		stuckRows int
+	)
 	var walk func(n *html.Node, row *pageRow)
 	walk = func(n *html.Node, row *pageRow) {
 		if n.Type == html.ElementNode {
+			if href, ok := attr(n, "href"); ok && n.Data == "a" {
+				rep.Links = append(rep.Links, href)
+				if strings.EqualFold(strings.TrimSpace(text(n)), "runbook") &&
+					(strings.HasPrefix(href, "https://") || strings.HasPrefix(href, "http://")) {
+					runbook = true
+				}
+			}
+			if n.Data == "table" && hasClass(n, "stuck") {
+				stuckRows += countCode(n)
+			}
 			if status, ok := attr(n, "data-status"); ok && n.Data == "tr" {
 				class, _ := attr(n, "class")
 				name := ""
@@ -76,8 +105,14 @@ func CheckPage(dom []byte, want PageWant) (problems []string, summary string) {
 		}
 		return nil
 	}
-	check := func(class string, names []string, trend bool) {
+	var problems []string
+	check := func(class string, names []string, trend bool, link string) {
 		for _, name := range names {
+			if link != "" && !slices.ContainsFunc(rep.Links, func(h string) bool {
+				return strings.HasPrefix(h, link+url.QueryEscape(name))
+			}) {
+				problems = append(problems, fmt.Sprintf("%s %q: no link to %s", class, name, link+name))
+			}
 			r := find(class, name)
 			switch {
 			case r == nil:
@@ -91,10 +126,16 @@ func CheckPage(dom []byte, want PageWant) (problems []string, summary string) {
 			}
 		}
 	}
-	check("outbox", want.Outboxes, true)
-	check("group", want.Groups, true)
-	check("reconcile", want.Reconciles, false)
-	check("audit", want.Audits, false)
+	check("outbox", want.Outboxes, true, "/api/v1/stuck?outbox=")
+	check("group", want.Groups, true, "")
+	check("reconcile", want.Reconciles, false, "/api/v1/reconcile?job=")
+	check("audit", want.Audits, false, "/api/v1/audit?outbox=")
+	if !runbook {
+		problems = append(problems, "no link to the runbook")
+	}
+	if want.Stuck && stuckRows == 0 {
+		problems = append(problems, "no stuck rows listed although faults are active")
+	}
 
 	crit, drawn := 0, 0
 	var parts []string
@@ -111,7 +152,37 @@ func CheckPage(dom []byte, want PageWant) (problems []string, summary string) {
 	if drawn == 0 && len(want.Outboxes)+len(want.Groups) > 0 {
 		problems = append(problems, "no trend SVG draws any history")
 	}
-	return problems, strings.Join(parts, ", ")
+	rep.Problems = problems
+	rep.Summary = strings.Join(parts, ", ")
+	return rep
+}
+
+// text returns the text inside n.
+func text(n *html.Node) string {
+	var b strings.Builder
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return b.String()
+}
+
+// countCode counts the <code> elements (row ids) inside n.
+func countCode(n *html.Node) int {
+	count := 0
+	if n.Type == html.ElementNode && n.Data == "code" {
+		count++
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		count += countCode(c)
+	}
+	return count
 }
 
 func attr(n *html.Node, key string) (string, bool) {
