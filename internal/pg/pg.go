@@ -37,6 +37,9 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	rp["default_transaction_read_only"] = "on"
 	rp["statement_timeout"] = fmt.Sprint(db.StatementTimeout.Milliseconds())
 	rp["lock_timeout"] = fmt.Sprint(db.LockTimeout.Milliseconds())
+	// JIT compiles a plan whose cost looks high (a bloated partial index
+	// after a backlog drained) and costs more than the query itself.
+	rp["jit"] = "off"
 	rp["idle_in_transaction_session_timeout"] = fmt.Sprint((db.StatementTimeout * 2).Milliseconds())
 	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > db.StatementTimeout {
 		pc.ConnConfig.ConnectTimeout = db.StatementTimeout
