@@ -156,7 +156,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pageData(r *http.Request) pageData {
 	now := time.Now()
 	d := pageData{
-		Version:    version.Version,
+		Version:    versionString(),
 		Now:        now,
 		Telemetry:  s.opts.TelemetryPath,
 		RunbookURL: "https://github.com/outbox-exporter/outbox_exporter/blob/main/deploy/runbook.md",
@@ -289,6 +289,19 @@ func (s *Server) pageData(r *http.Request) pageData {
 		d.Audits = append(d.Audits, av)
 	}
 	return d
+}
+
+// versionString is the exporter's version for a person, also for a build
+// without version flags (tests, go run).
+func versionString() string {
+	v := version.Version
+	if v == "" {
+		v = "devel"
+	}
+	if r := version.GetRevision(); r != "" && r != "unknown" {
+		v += " (" + r + ")"
+	}
+	return v
 }
 
 // outboxNames lists the outboxes of the running configuration, or those
