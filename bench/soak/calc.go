@@ -142,6 +142,11 @@ type Verdict struct {
 	Reasons             []string
 	ScrapeFail, Scrapes int
 	APIFail, APICalls   int
+	// Half is the first sample at or after half the run: the growth over
+	// the second half, once every window the exporter keeps (the audit's
+	// 10 minutes) has filled.
+	Half                              Sample
+	HalfRSS, HalfHeap, HalfGoroutines float64
 }
 
 // Thresholds for a flat run: resident memory may move by GC and page
@@ -173,6 +178,16 @@ func judge(samples []Sample, warmup time.Duration, maxConns int) (Verdict, error
 	v.RSSRatio = ratio(float64(v.End.RSS), float64(v.Base.RSS))
 	v.HeapRatio = ratio(v.End.HeapInuse, v.Base.HeapInuse)
 	v.GoroutineRatio = ratio(v.End.Goroutines, v.Base.Goroutines)
+	half := v.End.Elapsed / 2
+	for _, s := range samples {
+		if s.Elapsed >= half {
+			v.Half = s
+			break
+		}
+	}
+	v.HalfRSS = ratio(float64(v.End.RSS), float64(v.Half.RSS))
+	v.HalfHeap = ratio(v.End.HeapInuse, v.Half.HeapInuse)
+	v.HalfGoroutines = ratio(v.End.Goroutines, v.Half.Goroutines)
 	for _, s := range samples {
 		v.SessionsMax = max(v.SessionsMax, s.Sessions)
 		v.Scrapes += s.Scrapes
@@ -231,6 +246,8 @@ func writeVerdict(w io.Writer, v Verdict) {
 	fmt.Fprintf(w, "| RSS MiB | %s | %s | %.3f |\n", mib(v.Base.RSS), mib(v.End.RSS), v.RSSRatio)
 	fmt.Fprintf(w, "| heap in use MiB | %s | %s | %.3f |\n", mib(v.Base.HeapInuse), mib(v.End.HeapInuse), v.HeapRatio)
 	fmt.Fprintf(w, "| goroutines | %.0f | %.0f | %.3f |\n", v.Base.Goroutines, v.End.Goroutines, v.GoroutineRatio)
+	fmt.Fprintf(w, "\nOver the second half (t=%s to t=%s): RSS %.3f, heap in use %.3f, goroutines %.3f.\n",
+		v.Half.Elapsed.Round(time.Second), v.End.Elapsed.Round(time.Second), v.HalfRSS, v.HalfHeap, v.HalfGoroutines)
 	fmt.Fprintf(w, "\nMost exporter sessions seen: %d (max_connections %d). Scrapes: %d, failed %d. API GETs: %d, failed %d.\n",
 		v.SessionsMax, v.MaxSessionsAllowed, v.Scrapes, v.ScrapeFail, v.APICalls, v.APIFail)
 	if v.Flat {

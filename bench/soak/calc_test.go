@@ -77,3 +77,22 @@ func TestJudge(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgeSecondHalf(t *testing.T) {
+	ss := []Sample{
+		{Elapsed: 5 * time.Minute, RSS: 20, HeapInuse: 2, Goroutines: 20},
+		{Elapsed: 14 * time.Minute, RSS: 30, HeapInuse: 4, Goroutines: 20},
+		{Elapsed: 16 * time.Minute, RSS: 32, HeapInuse: 4, Goroutines: 20},
+		{Elapsed: 30 * time.Minute, RSS: 32, HeapInuse: 5, Goroutines: 22},
+	}
+	v, err := judge(ss, 5*time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Half.Elapsed != 16*time.Minute || v.HalfRSS != 1 || v.HalfHeap != 1.25 || v.HalfGoroutines != 1.1 {
+		t.Errorf("second half from %s: RSS %v heap %v goroutines %v; want from 16m: 1, 1.25, 1.1", v.Half.Elapsed, v.HalfRSS, v.HalfHeap, v.HalfGoroutines)
+	}
+	if v.RSSRatio != 1.6 || v.Flat {
+		t.Errorf("from the warm-up: RSS %v flat %v; want 1.6, not flat", v.RSSRatio, v.Flat)
+	}
+}
