@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,8 @@ func main() {
 	aURL := flag.String("a", "", "internal: authority database URL")
 	bURL := flag.String("b", "", "internal: target database URL")
 	window := flag.Duration("window", 0, "internal: window of a windowed run")
+	modeList := flag.String("modes", defaultModes, "comma-separated modes to measure; the first is the baseline")
+	repeat := flag.Int("repeat", 2, "rounds over the modes")
 	cpuprofile := flag.String("cpuprofile", "", "internal: write a CPU profile of a child run")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -53,20 +56,20 @@ func main() {
 		}
 	}
 	if *childMode != "" {
-		if err := child(context.Background(), *childMode, *aURL, *bURL, *rows, *window); err != nil {
+		if err := child(context.Background(), *childMode, *aURL, *bURL, *rows, *window, 0); err != nil {
 			fmt.Fprintln(os.Stderr, "reconcilebench:", *childMode+":", err)
 			pprof.StopCPUProfile()
 			os.Exit(1)
 		}
 		return
 	}
-	if err := run(*server, *rows, *seedOnly, *reseed); err != nil {
+	if err := run(*server, *rows, *seedOnly, *reseed, strings.Split(*modeList, ","), *repeat); err != nil {
 		fmt.Fprintln(os.Stderr, "reconcilebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server string, rows int, seedOnly, reseed bool) error {
+func run(server string, rows int, seedOnly, reseed bool, modes []string, repeat int) error {
 	ctx := context.Background()
 	aURL, bURL, err := prepare(ctx, server, rows, reseed)
 	if err != nil {
@@ -75,7 +78,7 @@ func run(server string, rows int, seedOnly, reseed bool) error {
 	if seedOnly {
 		return nil
 	}
-	return measure(ctx, aURL, bURL, rows)
+	return measure(ctx, aURL, bURL, rows, modes, max(repeat, 1))
 }
 
 func prepare(ctx context.Context, server string, rows int, reseed bool) (string, string, error) {
@@ -102,6 +105,10 @@ func prepare(ctx context.Context, server string, rows int, reseed bool) (string,
 			}
 		} else {
 			logf("%s already seeded with %d rows", name, rows)
+			if err := ensureCovering(ctx, conn, i == 0); err != nil {
+				conn.Close(ctx)
+				return "", "", fmt.Errorf("seed %s: %w", name, err)
+			}
 		}
 		conn.Close(ctx)
 	}
