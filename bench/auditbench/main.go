@@ -299,7 +299,9 @@ func combined() error {
 	ids, _ := tl.Size()
 	runtime.GC()
 	out := os.Stdout
-	r, err := tailResult()
+	// The tail reads the broker's records from two hours back: feeding the
+	// window took minutes, and the oldest records may be past an hour.
+	r, err := tailResult(2 * time.Hour)
 	if err != nil {
 		return err
 	}
@@ -310,21 +312,21 @@ func combined() error {
 }
 
 func tail() error {
-	r, err := tailResult()
+	r, err := tailResult(*windowFlag)
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func tailResult() (result, error) {
+func tailResult(win time.Duration) (result, error) {
 	kcfg := &config.Kafka{Brokers: []string{*brokers}}
 	before := rss("VmRSS")
 	cpu0, wall0 := cpuTime(), time.Now()
 	r := result{RSSBefore: before}
 	if *sample == 0 {
 		r.Pass = "baseline: bare kgo consumer"
-		cl, err := kafkaclient.New(kcfg, audit.ConsumerOpts(&config.Audit{Topics: []string{topic}, Window: *windowFlag}, time.Now())...)
+		cl, err := kafkaclient.New(kcfg, audit.ConsumerOpts(&config.Audit{Topics: []string{topic}, Window: win}, time.Now())...)
 		if err != nil {
 			return result{}, err
 		}
@@ -340,7 +342,7 @@ func tailResult() (result, error) {
 		cl.Close()
 	} else {
 		r.Pass = fmt.Sprintf("audit sample %g", *sample)
-		a, err := audit.New("messages", &config.Audit{Topics: []string{topic}, EventID: "header:event_id", Sample: *sample, Grace: time.Minute, Window: *windowFlag},
+		a, err := audit.New("messages", &config.Audit{Topics: []string{topic}, EventID: "header:event_id", Sample: *sample, Grace: time.Minute, Window: win},
 			&config.Outbox{Table: "outbox", ID: "event_id", CreatedAt: "created_at"}, kcfg, nil, nil)
 		if err != nil {
 			return result{}, err
