@@ -5,10 +5,23 @@
 // retry will duplicate), and events published more than once.
 //
 // The broker side is a tailer: a kgo consumer with no group and no
-// commits that starts one window back and keeps a fingerprint of every
-// sampled id it sees, by record timestamp, for one window (see window). The
-// outbox side is a periodic query of the sampled rows created in the
-// window. Judge decides each row; the I/O here only fetches and calls it.
+// commits that starts one window back and keeps a 60-bit fingerprint of
+// every sampled id it sees, by record timestamp, for one window (see
+// window: 6 bytes per id once its minute is sealed, about 8–9 bytes
+// resident). Record values are read only to find a json:FIELD id and are
+// never kept or logged.
+//
+// The outbox side is a query, every 30 s, of the sampled rows created in
+// the window (id, state, published_at; no body), streamed and judged row
+// by row by Judge. Both sides sample with the same function: MD5 of the
+// id's text, in SQL md5(id::text), so the filter runs in PostgreSQL and
+// only sampled rows travel; the cost is one range scan of created_at over
+// the window and one md5 per scanned row. The id's text must be the same
+// on both sides (id::text in the table, the header, key or JSON value on
+// the topic).
+//
+// After a restart the window is re-read from the topics, so the findings
+// are the same; counters count from the start only (see Start).
 package audit
 
 import (
