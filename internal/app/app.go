@@ -71,6 +71,7 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 			a.Close()
 			return nil, fmt.Errorf("audit %q: %w", name, err)
 		}
+		au.SetCompareInterval(ac.Interval)
 		a.Audits[name] = au
 		a.closers = append(a.closers, au.Close)
 		cs = append(cs, collectors.NewAudit(au))

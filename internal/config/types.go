@@ -205,6 +205,9 @@ type Audit struct {
 	Sample  float64       `yaml:"sample"`
 	Grace   time.Duration `yaml:"grace"`
 	Window  time.Duration `yaml:"window"`
+	// Interval is how often the outbox is compared with the topics.
+	// Default 30s.
+	Interval time.Duration `yaml:"interval"`
 }
 
 // Alerting holds what `generate` needs beyond the collectors' own keys.

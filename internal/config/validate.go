@@ -27,6 +27,7 @@ const (
 	DefaultAuditSample      = 1.0
 	DefaultAuditGrace       = time.Minute
 	DefaultAuditWindow      = time.Hour
+	DefaultAuditInterval    = 30 * time.Second
 	MaxLabels               = 3
 )
 
@@ -81,6 +82,9 @@ func (c *Config) setDefaults() {
 		}
 		if a.Window == 0 {
 			a.Window = DefaultAuditWindow
+		}
+		if a.Interval == 0 {
+			a.Interval = DefaultAuditInterval
 		}
 	}
 }
