@@ -215,8 +215,11 @@ loop:
 		}
 	}
 	wg.Wait()
-	// The last sample, taken after the scraper stopped.
-	take()
+	// The last sample, taken after the scraper stopped, unless a tick
+	// just took one.
+	if n := len(samples); n == 0 || time.Since(start)-samples[n-1].Elapsed > f.interval/2 {
+		take()
+	}
 
 	writeTable(out, samples)
 	v, err := judge(samples, f.warmup, f.maxConns)
@@ -289,16 +292,20 @@ type scraper struct {
 
 var apiPaths = []string{"/", "/api/v1/stuck?outbox=messages", "/api/v1/reconcile?job=search_index", "/api/v1/audit?outbox=messages"}
 
+// loop runs until ctx ends. A request in flight then is let finish (the
+// client's timeout bounds it): a scrape cut off by the soak would show in
+// the exporter's log as a failed collection that is not its fault.
 func (s *scraper) loop(ctx context.Context, every, apiEvery time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	lastAPI := time.Now()
+	reqCtx := context.WithoutCancel(ctx)
 	for {
-		s.scrape(ctx)
-		if time.Since(lastAPI) >= apiEvery {
+		s.scrape(reqCtx)
+		if time.Since(lastAPI) >= apiEvery && ctx.Err() == nil {
 			lastAPI = time.Now()
 			for _, p := range apiPaths {
-				s.get(ctx, p)
+				s.get(reqCtx, p)
 			}
 		}
 		select {
@@ -325,9 +332,6 @@ func (s *scraper) scrape(ctx context.Context) {
 		resp.Body.Close()
 	}
 	d := time.Since(start)
-	if ctx.Err() != nil {
-		return // stopped mid-scrape: not the exporter's failure
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
@@ -348,9 +352,6 @@ func (s *scraper) get(ctx context.Context, path string) {
 	if err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-	}
-	if ctx.Err() != nil {
-		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
