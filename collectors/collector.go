@@ -9,6 +9,8 @@ package collectors
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -156,6 +158,13 @@ func (e *Exporter) run(ctx context.Context, c Collector) ([]prometheus.Metric, b
 	errc := make(chan error, 1)
 	go func() {
 		defer close(ch)
+		defer func() {
+			// A bug in one collector (a label it cannot encode, say) must
+			// not take the exporter down: it fails that collection only.
+			if r := recover(); r != nil {
+				errc <- fmt.Errorf("collector %s/%s panicked: %v", c.Name(), c.Target(), r)
+			}
+		}()
 		errc <- c.Update(ctx, ch)
 	}()
 	var ms []prometheus.Metric
@@ -171,7 +180,12 @@ func (e *Exporter) run(ctx context.Context, c Collector) ([]prometheus.Metric, b
 			}
 			ms = append(ms, m)
 		case <-ctx.Done():
-			e.logger.Error("collector timed out", "collector", c.Name(), "target", c.Target(), "err", ctx.Err())
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// The scraper went away; nothing timed out.
+				e.logger.Debug("scrape abandoned by the client", "collector", c.Name(), "target", c.Target())
+			} else {
+				e.logger.Error("collector timed out", "collector", c.Name(), "target", c.Target(), "err", ctx.Err())
+			}
 			// Drain in the background so a late Update does not block.
 			go func() {
 				for range ch {

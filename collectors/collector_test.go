@@ -139,3 +139,25 @@ func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 		}
 	}
 }
+
+// panicky is a collector with a bug.
+type panicky struct{ fake }
+
+func (p *panicky) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	panic("label value is not valid UTF-8")
+}
+
+// A collector that panics fails its own collection; the exporter and the
+// other collectors go on.
+func TestPanickingCollectorFailsAlone(t *testing.T) {
+	e := NewExporter(quiet(), &panicky{fake{target: "bad"}}, &fake{target: "good"})
+	got := map[string]float64{}
+	for _, m := range e.Collect(context.Background()) {
+		if m.Desc() == successDesc {
+			got[labelOf(t, m, "target")] = metricValue(t, m)
+		}
+	}
+	if got["bad"] != 0 || got["good"] != 1 {
+		t.Fatalf("success by target = %v, want bad 0 good 1", got)
+	}
+}
