@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -134,10 +137,38 @@ func heapOnly(u string) string {
 	return u + "?enable_indexonlyscan=off"
 }
 
+// openPool opens a pool as the exporter does (pg.PoolConfig); buffered
+// makes each session read the server's messages through a 256 KiB buffer,
+// where pgx reads at most 8 KiB a call: a sweep receives hundreds of MB.
+func openPool(ctx context.Context, db *config.Database, buffered bool) (*pgxpool.Pool, error) {
+	pc, err := pg.PoolConfig(db)
+	if err != nil {
+		return nil, err
+	}
+	if buffered {
+		pc.ConnConfig.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			return pgproto3.NewFrontend(bufio.NewReaderSize(r, 256<<10), w)
+		}
+	}
+	return pgxpool.NewWithConfig(ctx, pc)
+}
+
 // child runs one mode and prints its outcome as JSON.
 func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGrace time.Duration) error {
+	// A -bufio suffix reads each session through a 256 KiB buffer (see
+	// openPool); a -heap suffix plans without index-only scans.
+	bufferedReads := strings.HasSuffix(mode, "-bufio")
+	mode = strings.TrimSuffix(mode, "-bufio")
 	if mode == "sweep-heap" || mode == "twosided-heap" {
 		aURL, bURL = heapOnly(aURL), heapOnly(bURL)
+	}
+	if mode == "window" {
+		// Measured just before the run, as time moves the newest 1%.
+		w, err := windowFor(ctx, aURL, rows)
+		if err != nil {
+			return fmt.Errorf("find the newest 1%%: %w", err)
+		}
+		window = w
 	}
 	if strings.HasPrefix(mode, "twosided") {
 		// Measured just before the run: each 0.864 s another pending row
@@ -154,7 +185,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 	}
 	pools := map[string]*pgxpool.Pool{}
 	for name, db := range cfg.Databases {
-		p, err := pg.Open(ctx, db)
+		p, err := openPool(ctx, db, bufferedReads)
 		if err != nil {
 			return err
 		}
@@ -162,6 +193,10 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 		pools[name] = p
 	}
 	out := outcome{Mode: mode}
+	if bufferedReads {
+		out.Mode += "-bufio"
+		out.Note = "each session reads the server through a 256 KiB buffer instead of pgx's 8 KiB reads"
+	}
 	exp := expectedGaps()
 	var findings []reconcile.Finding
 	var scope func(id int64) bool
