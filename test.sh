@@ -3,7 +3,7 @@
 # every test against the real PostgreSQL, kfake, promtool, Prometheus,
 # Alertmanager and Chromium. Artifacts (screenshots) land in ./artifacts.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")"
 
 bash scripts/deps.sh
 
