@@ -8,10 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // install says how to get the external programs the test runs.
@@ -28,23 +29,8 @@ func requireBin(t *testing.T, name string) string {
 	return p
 }
 
-// syncBuffer collects a process's or logger's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written from several goroutines.
+type syncBuffer = testutil.SyncBuffer
 
 // tail returns at most the last n bytes of s.
 func tail(s string, n int) string {

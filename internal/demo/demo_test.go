@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,25 +20,11 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
-// syncBuffer collects announcements written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written from several goroutines.
+type syncBuffer = testutil.SyncBuffer
 
 func uniqueDB() string {
 	b := make([]byte, 4)

@@ -1,0 +1,28 @@
+// Package testutil holds small helpers that tests of several packages share.
+package testutil
+
+import (
+	"bytes"
+	"sync"
+)
+
+// SyncBuffer is a bytes.Buffer that goroutines (a logger, a child
+// process's output) may write to while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
