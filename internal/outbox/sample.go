@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -95,8 +94,6 @@ type oldest struct {
 	age    float64
 }
 
-const noJIT = `SELECT set_config('jit', 'off', false)`
-
 // read is what one sample's queries fetched, before any decision.
 type read struct {
 	now       int64
@@ -144,12 +141,6 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 	nl := len(s.o.Labels)
 	r := &read{}
 	b := &pgx.Batch{}
-	// JIT off for the session, before any of the queries is planned: the
-	// planner's cost of a scan of the unpublished index grows with the
-	// index's size, which a past backlog leaves large (emptied pages are
-	// not returned), and past jit_above_cost compiling the expressions
-	// takes longer than reading the few rows left.
-	b.Queue(noJIT).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(NowQuery).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&r.now); err != nil {
 			return fmt.Errorf("read now: %w", err)
