@@ -14,7 +14,8 @@ import (
 
 // check validates the configuration, connects to every database, then
 // verifies each outbox's table, columns, types and the indexes its queries
-// need, printing the CREATE INDEX statements it wants. It exits 0 only if
+// need, and each reconcile job's tables, columns and indexes, printing the
+// CREATE INDEX statements it wants. It exits 0 only if
 // everything holds, 1 if something does not.
 func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.Logger) int {
 	cfg, err := config.Load(c.configFile)
@@ -51,6 +52,9 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 		}
 		fmt.Fprint(stdout, r.Text())
 		ok = ok && r.OK
+	}
+	if !checkReconcile(ctx, stdout, cfg, a.Pools) {
+		ok = false
 	}
 	if !ok {
 		fmt.Fprintln(stdout, "check: NOT OK")
