@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/app"
@@ -26,16 +27,16 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	fmt.Fprintf(stdout, "config %s: OK\n", c.configFile)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	a, err := app.Build(ctx, cfg, logger)
+	pools, err := app.OpenPools(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	defer a.Close()
+	defer app.ClosePools(pools)
 	ok := true
 	for _, name := range sortedKeys(cfg.Databases) {
 		var one int
-		if err := a.Pools[name].QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		if err := pools[name].QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 			fmt.Fprintf(stdout, "database %s (%s): FAIL cannot connect: %v\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()), err)
 			ok = false
 			continue
@@ -44,7 +45,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	}
 	for _, name := range sortedKeys(cfg.Outboxes) {
 		o := cfg.Outboxes[name]
-		r, err := outbox.Check(ctx, a.Pools[o.Database], name, o)
+		r, err := outbox.Check(ctx, pools[o.Database], name, o)
 		if err != nil {
 			fmt.Fprintf(stdout, "outbox %s: FAIL %v\n", name, err)
 			ok = false
@@ -53,7 +54,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 		fmt.Fprint(stdout, r.Text())
 		ok = ok && r.OK
 	}
-	if !checkReconcile(ctx, stdout, cfg, a.Pools) {
+	if !checkReconcile(ctx, stdout, cfg, pools) {
 		ok = false
 	}
 	if !ok {
@@ -69,6 +70,6 @@ func sortedKeys[T any](m map[string]T) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sortStrings(keys)
+	sort.Strings(keys)
 	return keys
 }

@@ -22,7 +22,7 @@ func (c *cli) generateCmd(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "generate: %v\n", err)
 		return 1
 	}
-	if err := generate.Write(cfg, c.generateOut); err != nil {
+	if err := generate.WriteFiles(files, c.generateOut); err != nil {
 		fmt.Fprintf(stderr, "generate: %v\n", err)
 		return 1
 	}
@@ -36,5 +36,3 @@ func (c *cli) generateCmd(stdout, stderr io.Writer) int {
 	}
 	return 0
 }
-
-func sortStrings(s []string) { sort.Strings(s) }

@@ -35,16 +35,22 @@ func (c *cli) reconcileCmd(ctx context.Context, stdout, stderr io.Writer, logger
 		fmt.Fprintln(stderr, "reconcile: no reconcile jobs are configured")
 		return reconcile.ExitError
 	}
-	a, err := app.Build(ctx, cfg, logger)
+	pools, err := app.OpenPools(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return reconcile.ExitError
 	}
-	defer a.Close()
+	defer app.ClosePools(pools)
+	sched, err := reconcile.New(cfg, pools, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return reconcile.ExitError
+	}
+	defer sched.Stop()
 	var results []*reconcile.Result
 	var runErr error
 	for _, job := range jobs {
-		r, err := a.Reconcile.Run(ctx, job, c.reconcileFull)
+		r, err := sched.Run(ctx, job, c.reconcileFull)
 		if err != nil {
 			fmt.Fprintf(stderr, "reconcile %s: %v\n", job, err)
 			runErr = err

@@ -39,16 +39,12 @@ type App struct {
 // they are down and recovers when they return. On error nothing is left
 // open.
 func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, error) {
-	a := &App{Config: cfg, Pools: map[string]*pgxpool.Pool{}, Audits: map[string]*audit.Auditor{}, logger: logger}
-	for _, name := range sorted(cfg.Databases) {
-		pool, err := pg.Open(ctx, cfg.Databases[name])
-		if err != nil {
-			a.Close()
-			return nil, fmt.Errorf("database %q: %w", name, err)
-		}
-		a.Pools[name] = pool
-		a.closers = append(a.closers, pool.Close)
+	pools, err := OpenPools(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
+	a := &App{Config: cfg, Pools: pools, Audits: map[string]*audit.Auditor{}, logger: logger}
+	a.closers = append(a.closers, func() { ClosePools(pools) })
 	var cs []collectors.Collector
 	for _, name := range sorted(cfg.Outboxes) {
 		o := cfg.Outboxes[name]
@@ -86,6 +82,28 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 	cs = append(cs, sched.Collectors()...)
 	a.Exporter = collectors.NewExporter(logger, cs...)
 	return a, nil
+}
+
+// OpenPools opens a read-only pool for every configured database. It does
+// not connect. On error the pools already opened are closed.
+func OpenPools(ctx context.Context, cfg *config.Config) (map[string]*pgxpool.Pool, error) {
+	pools := map[string]*pgxpool.Pool{}
+	for _, name := range sorted(cfg.Databases) {
+		pool, err := pg.Open(ctx, cfg.Databases[name])
+		if err != nil {
+			ClosePools(pools)
+			return nil, fmt.Errorf("database %q: %w", name, err)
+		}
+		pools[name] = pool
+	}
+	return pools, nil
+}
+
+// ClosePools closes pools opened by OpenPools.
+func ClosePools(pools map[string]*pgxpool.Pool) {
+	for _, p := range pools {
+		p.Close()
+	}
 }
 
 // Start begins the background work: reconcile schedules and audit tails.

@@ -60,6 +60,12 @@ func Write(cfg *config.Config, outDir string) error {
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
+	return WriteFiles(files, outDir)
+}
+
+// WriteFiles writes files rendered by Files under outDir, all or nothing
+// as Write does.
+func WriteFiles(files map[string][]byte, outDir string) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return fmt.Errorf("generate: create output directory %s: %w", outDir, err)
 	}
