@@ -185,7 +185,7 @@ func (s *Server) pageData(r *http.Request) pageData {
 		return d.Collectors[i].Collector+d.Collectors[i].Target < d.Collectors[j].Collector+d.Collectors[j].Target
 	})
 
-	for _, name := range outboxNames(snap, a) {
+	for _, name := range outboxNames(snap) {
 		m := map[string]string{"outbox": name}
 		v := outboxView{Name: name, CollectorOK: collectorOK["outbox/"+name]}
 		v.Status = OK
@@ -304,9 +304,9 @@ func versionString() string {
 	return v
 }
 
-// outboxNames lists the outboxes of the running configuration, or those
-// seen in the snapshot.
-func outboxNames(snap *Snapshot, a interface{}) []string {
+// outboxNames lists the outboxes the last collection reported on, with a
+// deadline series or at least a collector result.
+func outboxNames(snap *Snapshot) []string {
 	names := snap.Values("outbox_deadline_seconds", "outbox")
 	seen := map[string]bool{}
 	for _, n := range names {
