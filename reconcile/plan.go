@@ -231,48 +231,67 @@ func (p *plan) targetLookup(keys any) (string, []any) {
 	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1)", []any{keys}
 }
 
-// decidedExpr is true for authority rows whose target row is known
-// exactly: judged, and published long enough ago (or without an outbox,
-// judged). A range whose rows are all decided is clean when the target's
-// range holds exactly their keys and versions, which a count and a sum of
-// hashes decide without reading the rows.
-func (p *plan) decidedExpr(w *window, a *args) string {
-	j := p.judgedExpr(w, a)
-	switch {
-	case !p.hasOutbox:
-		return "coalesce(" + j + ", false)"
-	case p.deleteOnPublish:
-		return "coalesce(" + j + " AND o.k IS NULL, false)"
-	}
-	return fmt.Sprintf("coalesce(%s AND o.st = %d AND o.created < %s, false)", j, int(OutboxPublished), a.add(w.cut))
+// hashSum is the sum of hashint8extended(key, version) over a summary's
+// rows, as text (a numeric: it does not fit an int8), 0 for none. The
+// hash functions behind hash partitioning are stable across platforms and
+// releases, so two servers' sums of the same rows agree.
+func hashSum(k, v string) string {
+	return "coalesce(sum(hashint8extended(" + k + "::int8, " + v + "::int8)), 0)::text"
 }
 
-// rangeSumQuery summarises the authority (and outbox) rows of the integer
-// key range [lo, hi]: judged rows, rows not decided, judged rows without
-// an outbox row, decided rows, and the sum of hashint8extended(key,
-// version) over the decided rows.
-func (p *plan) rangeSumQuery(w *window, lo, hi int64) (string, []any) {
-	a := &args{}
-	l, h := a.add(lo), a.add(hi)
-	j := p.judgedExpr(w, a)
-	d := p.decidedExpr(w, a)
-	missOb := "0"
-	if p.hasOutbox && !p.deleteOnPublish {
-		missOb = "count(*) FILTER (WHERE " + j + " AND o.k IS NULL)"
+// bucketsFrom is the FROM item of a summary query: the buckets given as
+// two arrays of inclusive bounds ($1, $2), numbered from 1.
+const bucketsFrom = " FROM unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS b(lo, hi, i)"
+
+// outboxSummary says how a summary query reads the outbox.
+type outboxSummary int
+
+const (
+	// outboxSkip: not at all (no outbox, or one that deletes rows on
+	// publish, where an absent row is no gap).
+	outboxSkip outboxSummary = iota
+	// outboxAllRows: every row, the cheaper form.
+	outboxAllRows
+	// outboxLatest: one row per key, its highest version: what an outbox
+	// that keeps the rows of earlier versions is compared by.
+	outboxLatest
+)
+
+// outboxLateral is the LATERAL summary of a bucket's outbox rows.
+func (p *plan) outboxLateral(mode outboxSummary) string {
+	if mode == outboxLatest {
+		return " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum("g.k", "g.v") +
+			" AS s FROM (SELECT o.k, max(o.v) AS v FROM " + p.outboxRel + " o WHERE o.k >= b.lo AND o.k <= b.hi GROUP BY o.k) g) o"
 	}
-	q := "SELECT count(*) FILTER (WHERE " + j + "), count(*) FILTER (WHERE NOT " + d + "), " + missOb +
-		", count(*) FILTER (WHERE " + d + "), coalesce(sum(hashint8extended(a." + p.aKey + "::int8, a." + p.aVersion + "::int8)) FILTER (WHERE " + d + "), 0)::text" +
-		" FROM " + p.aTable + " a"
-	if p.hasOutbox {
-		q += " LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion + " AND o.k >= " + l + " AND o.k <= " + h
-	}
-	return q + " WHERE a." + p.aKey + " >= " + l + " AND a." + p.aKey + " <= " + h, a.vals
+	return " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum("o.k", "o.v") + " AS s FROM " + p.outboxRel +
+		" o WHERE o.k >= b.lo AND o.k <= b.hi) o"
 }
 
-// targetSumQuery summarises the target rows of the key range [lo, hi].
-func (p *plan) targetSumQuery(lo, hi int64) (string, []any) {
-	return "SELECT count(*), coalesce(sum(hashint8extended(" + p.tKey + "::int8, " + p.tVersion + "::int8)), 0)::text FROM " + p.tTable +
-		" WHERE " + p.tKey + " >= $1 AND " + p.tKey + " <= $2", []any{lo, hi}
+// authorityBucketQuery summarises each bucket's authority rows: the count,
+// the rows created before the cut ($3, the judged ones), the hash sum;
+// and unless outboxSkip, the count and hash sum of its outbox rows. Each
+// bucket's aggregate reads one index range.
+func (p *plan) authorityBucketQuery(mode outboxSummary) string {
+	q := "SELECT b.i, a.n, a.judged, a.s"
+	from := bucketsFrom + " CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE x." + p.aCreated + " < $3) AS judged, " +
+		hashSum("x."+p.aKey, "x."+p.aVersion) + " AS s FROM " + p.aTable + " x WHERE x." + p.aKey + " >= b.lo AND x." + p.aKey + " <= b.hi) a"
+	if mode != outboxSkip {
+		q += ", o.n, o.s"
+		from += p.outboxLateral(mode)
+	}
+	return q + from
+}
+
+// outboxLatestQuery summarises each bucket's outbox with one row per key,
+// its highest version.
+func (p *plan) outboxLatestQuery() string {
+	return "SELECT b.i, o.n, o.s" + bucketsFrom + p.outboxLateral(outboxLatest)
+}
+
+// targetBucketQuery summarises each bucket's target rows.
+func (p *plan) targetBucketQuery() string {
+	return "SELECT b.i, t.n, t.s" + bucketsFrom + " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum("x."+p.tKey, "x."+p.tVersion) +
+		" AS s FROM " + p.tTable + " x WHERE x." + p.tKey + " >= b.lo AND x." + p.tKey + " <= b.hi) t"
 }
 
 // keyRangeQuery finds the smallest and largest key of a table.

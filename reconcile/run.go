@@ -72,9 +72,11 @@ type runner struct {
 	// leafRows is the most rows a differing range may hold to be read row
 	// by row rather than split.
 	leafRows int
-	// checksum makes full sweeps of integer keys bisect by range
-	// checksums instead of streaming every row.
-	checksum bool
+	// stream makes full sweeps of integer keys stream every row instead
+	// of comparing range summaries.
+	stream bool
+	// outboxMode is how range summaries read the outbox (checksum.go).
+	outboxMode outboxSummary
 }
 
 // hooks let tests write while a run is in progress.
@@ -103,7 +105,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 
-	if r.w.full && r.kt == keyInt && r.checksum {
+	if r.w.full && r.kt == keyInt && !r.stream {
 		return r.walkChecksum(ctx)
 	}
 	var lo, limit bound

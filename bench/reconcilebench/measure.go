@@ -159,7 +159,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 	// openPool); a -heap suffix plans without index-only scans.
 	bufferedReads := strings.HasSuffix(mode, "-bufio")
 	mode = strings.TrimSuffix(mode, "-bufio")
-	if mode == "sweep-heap" || mode == "twosided-heap" {
+	if strings.HasSuffix(mode, "-heap") {
 		aURL, bURL = heapOnly(aURL), heapOnly(bURL)
 	}
 	if mode == "window" {
@@ -203,10 +203,10 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 	t := time.Now()
 	cpu0 := cpuSeconds()
 	switch mode {
-	case "sweep", "sweep-heap", "bisect", "window", "twosided", "twosided-heap":
+	case "sweep", "sweep-heap", "sweep-stream", "sweep-stream-heap", "window", "twosided", "twosided-heap", "twosided-stream", "twosided-stream-heap":
 		var opts []reconcile.Option
-		if mode == "bisect" {
-			opts = append(opts, reconcile.ChecksumFullSweeps())
+		if strings.Contains(mode, "-stream") {
+			opts = append(opts, reconcile.StreamFullSweeps())
 		}
 		s, err := reconcile.New(cfg, pools, slog.New(slog.DiscardHandler), opts...)
 		if err != nil {
@@ -318,7 +318,7 @@ func measure(ctx context.Context, aURL, bURL string, rows int, modes []string, r
 
 // defaultModes are the modes a run measures unless -modes says otherwise;
 // the first is the baseline of the ratios.
-var defaultModes = "sweep-heap,sweep,twosided-heap,twosided,window,bisect,maps,checksum,mergeplan,hashplan"
+var defaultModes = "sweep-stream,sweep,sweep-heap,twosided-stream,twosided,window,maps,checksum,mergeplan"
 
 func printTable(outs []outcome, rows int) {
 	base := outs[0]
