@@ -2,21 +2,27 @@ package reconcile
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 )
 
-// A full sweep of integer keys compares summaries of key ranges, not rows,
+// A full sweep of integer or uuid keys compares summaries of key ranges,
+// not rows,
 // as data-diff does but with an integer hash and a wide fan-out. A chunk
 // of the key space, sized to chunk_time, is cut into buckets of about
 // leafRows keys' rows, and each side summarises every bucket of the chunk
 // in one query: a count and the sum of hashint8extended(key, version),
-// computed by the server over an index range per bucket (a LATERAL
+// (uuid_hash_extended for uuid keys) computed by the server over an index
+// range per bucket (a LATERAL
 // aggregate: cheaper than grouping the whole range, whose hash aggregate
 // cost the server as much again). The authority's query also summarises
 // the outbox rows of each bucket. A bucket is clean when
@@ -206,29 +212,69 @@ func (r *runner) checkRange(ctx context.Context, lo, hi int64, width uint64) (in
 	return rows, nil
 }
 
-// bounds are the buckets' ends as query arguments.
-func bounds(bs []bucket, idx []int) (los, his []int64) {
+// Buckets are cut by arithmetic on int64 positions. An integer key is its
+// own position. A uuid's position is its first eight bytes, read as an
+// unsigned big-endian number with the top bit flipped, so that int64
+// order is uuid order: the positions [p, q] stand for the uuids from p's
+// eight bytes followed by zeros to q's followed by ones. A bucket one
+// position wide may hold several uuids that share their first eight
+// bytes; it is read row by row.
+
+// position is a key's position.
+func (r *runner) position(k key) (int64, error) {
+	if r.kt == keyInt {
+		return k.i, nil
+	}
+	b, err := hex.DecodeString(strings.ReplaceAll(k.s, "-", ""))
+	if err != nil || len(b) != 16 {
+		return 0, fmt.Errorf("uuid %q", k.s)
+	}
+	return int64(binary.BigEndian.Uint64(b) ^ 1<<63), nil
+}
+
+// keyAt is the smallest key at position p (first) or the largest (!first).
+func (r *runner) keyAt(p int64, first bool) key {
+	if r.kt == keyInt {
+		return key{i: p}
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(p)^1<<63)
+	if !first {
+		binary.BigEndian.PutUint64(b[8:], math.MaxUint64)
+	}
+	return key{s: formatUUID(b[:])}
+}
+
+// bounds are the ends of the buckets idx (all when nil) as query
+// arguments.
+func (r *runner) bounds(bs []bucket, idx []int) (los, his any) {
 	if idx == nil {
-		los, his = make([]int64, len(bs)), make([]int64, len(bs))
-		for i, b := range bs {
-			los[i], his[i] = b.lo, b.hi
+		idx = make([]int, len(bs))
+		for i := range idx {
+			idx[i] = i
 		}
-		return los, his
 	}
-	los, his = make([]int64, len(idx)), make([]int64, len(idx))
+	if r.kt == keyInt {
+		l, h := make([]int64, len(idx)), make([]int64, len(idx))
+		for j, i := range idx {
+			l[j], h[j] = bs[i].lo, bs[i].hi
+		}
+		return l, h
+	}
+	l, h := make([]string, len(idx)), make([]string, len(idx))
 	for j, i := range idx {
-		los[j], his[j] = bs[i].lo, bs[i].hi
+		l[j], h[j] = r.keyAt(bs[i].lo, true).s, r.keyAt(bs[i].hi, false).s
 	}
-	return los, his
+	return l, h
 }
 
 // summarise fills the summaries of every bucket: the authority's (with
 // the outbox's) and the target's, from their databases at once.
 func (r *runner) summarise(ctx context.Context, bs []bucket, mode outboxSummary) error {
-	los, his := bounds(bs, nil)
+	los, his := r.bounds(bs, nil)
 	checkOutbox := mode != outboxSkip
 	readAuthority := func(ctx context.Context) error {
-		q := r.p.authorityBucketQuery(mode)
+		q := r.p.authorityBucketQuery(mode, r.kt)
 		rows, err := r.p.authority.Query(ctx, q, prepared([]any{los, his, r.w.cut})...)
 		if err != nil {
 			return fmt.Errorf("summarise authority keys %d..%d: %w", bs[0].lo, bs[len(bs)-1].hi, err)
@@ -254,7 +300,7 @@ func (r *runner) summarise(ctx context.Context, bs []bucket, mode outboxSummary)
 		if r.p.target == nil {
 			return nil
 		}
-		rows, err := r.p.target.Query(ctx, r.p.targetBucketQuery(), prepared([]any{los, his})...)
+		rows, err := r.p.target.Query(ctx, r.p.targetBucketQuery(r.kt), prepared([]any{los, his})...)
 		if err != nil {
 			return fmt.Errorf("summarise target keys %d..%d: %w", bs[0].lo, bs[len(bs)-1].hi, err)
 		}
@@ -272,9 +318,9 @@ func (r *runner) summarise(ctx context.Context, bs []bucket, mode outboxSummary)
 // outboxLatest summarises the outbox of the buckets idx with one row per
 // key, its highest version.
 func (r *runner) outboxLatest(ctx context.Context, bs []bucket, idx []int) ([]summary, error) {
-	los, his := bounds(bs, idx)
+	los, his := r.bounds(bs, idx)
 	out := make([]summary, len(idx))
-	rows, err := r.p.authority.Query(ctx, r.p.outboxLatestQuery(), prepared([]any{los, his})...)
+	rows, err := r.p.authority.Query(ctx, r.p.outboxLatestQuery(r.kt), prepared([]any{los, his})...)
 	if err == nil {
 		err = scanSummaries(rows, len(idx), func(i int, vals []any) {
 			out[i] = summary{n: *vals[0].(*int64), sum: *vals[1].(*string)}
@@ -312,8 +358,8 @@ func scanSummaries(rows pgx.Rows, n int, set func(i int, vals []any), vals ...an
 	return nil
 }
 
-// fullKeyRange is the smallest and largest key of the authority and the
-// target together.
+// fullKeyRange is the smallest and largest key position of the authority
+// and the target together.
 func (r *runner) fullKeyRange(ctx context.Context) (lo, hi int64, ok bool, err error) {
 	type side struct {
 		q  queryFunc
@@ -324,13 +370,13 @@ func (r *runner) fullKeyRange(ctx context.Context) (lo, hi int64, ok bool, err e
 		sides = append(sides, side{r.p.target.Query, keyRangeQuery(r.p.tTable, r.p.tKey)})
 	}
 	for _, s := range sides {
-		var mn, mx *int64
+		var first, last *string
 		rows, err := s.q(ctx, s.sq)
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("find the key range: %w", err)
 		}
 		for rows.Next() {
-			if err := rows.Scan(&mn, &mx); err != nil {
+			if err := rows.Scan(&first, &last); err != nil {
 				rows.Close()
 				return 0, 0, false, fmt.Errorf("find the key range: %w", err)
 			}
@@ -339,24 +385,40 @@ func (r *runner) fullKeyRange(ctx context.Context) (lo, hi int64, ok bool, err e
 		if err := rows.Err(); err != nil {
 			return 0, 0, false, fmt.Errorf("find the key range: %w", err)
 		}
-		if mn == nil {
+		if first == nil {
 			continue
 		}
-		if !ok || *mn < lo {
-			lo = *mn
+		mn, err := r.parsePosition(*first)
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("find the key range: %w", err)
 		}
-		if !ok || *mx > hi {
-			hi = *mx
+		mx, err := r.parsePosition(*last)
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("find the key range: %w", err)
+		}
+		if !ok || mn < lo {
+			lo = mn
+		}
+		if !ok || mx > hi {
+			hi = mx
 		}
 		ok = true
 	}
 	return lo, hi, ok, nil
 }
 
-// leaf reads the rows of [lo, hi] and merges them.
+// parsePosition is the position of a key in its text form.
+func (r *runner) parsePosition(s string) (int64, error) {
+	if r.kt == keyInt {
+		return strconv.ParseInt(s, 10, 64)
+	}
+	return r.position(key{s: s})
+}
+
+// leaf reads the rows of the positions [lo, hi] and merges them.
 func (r *runner) leaf(ctx context.Context, lo, hi int64) error {
-	from := bound{set: true, inclusive: true, k: key{i: lo}}
-	to := bound{set: true, inclusive: true, k: key{i: hi}}
+	from := bound{set: true, inclusive: true, k: r.keyAt(lo, true)}
+	to := bound{set: true, inclusive: true, k: r.keyAt(hi, false)}
 	var as []aRow
 	var ts []tRow
 	readAuthority := func(ctx context.Context) error {

@@ -155,3 +155,43 @@ func TestChecksumExtremeKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestUUIDPositions: uuid positions keep uuid order, and the keys at a
+// position's ends bound every uuid at that position.
+func TestUUIDPositions(t *testing.T) {
+	r := &runner{kt: keyUUID}
+	uuid := func() key {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(rand.IntN(256))
+		}
+		if rand.IntN(4) == 0 {
+			b[0] = 0xff * byte(rand.IntN(2)) // the ends of the space
+		}
+		return key{s: formatUUID(b[:])}
+	}
+	for range 2000 {
+		a, b := uuid(), uuid()
+		pa, err := r.position(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := r.position(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.s < b.s && pa > pb) || (a.s > b.s && pa < pb) {
+			t.Fatalf("%s < %s but positions %d, %d", a.s, b.s, pa, pb)
+		}
+		lo, hi := r.keyAt(pa, true), r.keyAt(pa, false)
+		if lo.s > a.s || hi.s < a.s {
+			t.Fatalf("%s at position %d is outside %s..%s", a.s, pa, lo.s, hi.s)
+		}
+		if back, _ := r.position(lo); back != pa {
+			t.Fatalf("position of %s is %d, want %d", lo.s, back, pa)
+		}
+	}
+	if _, err := r.position(key{s: "not-a-uuid"}); err == nil {
+		t.Error("position of a malformed uuid: no error")
+	}
+}

@@ -231,17 +231,29 @@ func (p *plan) targetLookup(keys any) (string, []any) {
 	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1)", []any{keys}
 }
 
-// hashSum is the sum of hashint8extended(key, version) over a summary's
-// rows, as text (a numeric: it does not fit an int8), 0 for none. The
-// hash functions behind hash partitioning are stable across platforms and
-// releases, so two servers' sums of the same rows agree.
-func hashSum(k, v string) string {
-	return "coalesce(sum(hashint8extended(" + k + "::int8, " + v + "::int8)), 0)::text"
+// hashSum is the sum of the 64-bit hash of (key, version) over a
+// summary's rows, as text (a numeric: it does not fit an int8), 0 for
+// none: hashint8extended(key, version) for integer keys,
+// uuid_hash_extended(key, version) for uuid keys. The hash functions
+// behind hash partitioning are stable across platforms and releases, so
+// two servers' sums of the same rows agree.
+func hashSum(kt keyType, k, v string) string {
+	h := "hashint8extended(" + k + "::int8, " + v + "::int8)"
+	if kt == keyUUID {
+		h = "uuid_hash_extended(" + k + ", " + v + "::int8)"
+	}
+	return "coalesce(sum(" + h + "), 0)::text"
 }
 
 // bucketsFrom is the FROM item of a summary query: the buckets given as
 // two arrays of inclusive bounds ($1, $2), numbered from 1.
-const bucketsFrom = " FROM unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS b(lo, hi, i)"
+func bucketsFrom(kt keyType) string {
+	t := "int8[]"
+	if kt == keyUUID {
+		t = "uuid[]"
+	}
+	return " FROM unnest($1::" + t + ", $2::" + t + ") WITH ORDINALITY AS b(lo, hi, i)"
+}
 
 // outboxSummary says how a summary query reads the outbox.
 type outboxSummary int
@@ -258,12 +270,12 @@ const (
 )
 
 // outboxLateral is the LATERAL summary of a bucket's outbox rows.
-func (p *plan) outboxLateral(mode outboxSummary) string {
+func (p *plan) outboxLateral(mode outboxSummary, kt keyType) string {
 	if mode == outboxLatest {
-		return " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum("g.k", "g.v") +
+		return " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum(kt, "g.k", "g.v") +
 			" AS s FROM (SELECT o.k, max(o.v) AS v FROM " + p.outboxRel + " o WHERE o.k >= b.lo AND o.k <= b.hi GROUP BY o.k) g) o"
 	}
-	return " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum("o.k", "o.v") + " AS s FROM " + p.outboxRel +
+	return " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum(kt, "o.k", "o.v") + " AS s FROM " + p.outboxRel +
 		" o WHERE o.k >= b.lo AND o.k <= b.hi) o"
 }
 
@@ -271,30 +283,31 @@ func (p *plan) outboxLateral(mode outboxSummary) string {
 // the rows created before the cut ($3, the judged ones), the hash sum;
 // and unless outboxSkip, the count and hash sum of its outbox rows. Each
 // bucket's aggregate reads one index range.
-func (p *plan) authorityBucketQuery(mode outboxSummary) string {
+func (p *plan) authorityBucketQuery(mode outboxSummary, kt keyType) string {
 	q := "SELECT b.i, a.n, a.judged, a.s"
-	from := bucketsFrom + " CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE x." + p.aCreated + " < $3) AS judged, " +
-		hashSum("x."+p.aKey, "x."+p.aVersion) + " AS s FROM " + p.aTable + " x WHERE x." + p.aKey + " >= b.lo AND x." + p.aKey + " <= b.hi) a"
+	from := bucketsFrom(kt) + " CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE x." + p.aCreated + " < $3) AS judged, " +
+		hashSum(kt, "x."+p.aKey, "x."+p.aVersion) + " AS s FROM " + p.aTable + " x WHERE x." + p.aKey + " >= b.lo AND x." + p.aKey + " <= b.hi) a"
 	if mode != outboxSkip {
 		q += ", o.n, o.s"
-		from += p.outboxLateral(mode)
+		from += p.outboxLateral(mode, kt)
 	}
 	return q + from
 }
 
 // outboxLatestQuery summarises each bucket's outbox with one row per key,
 // its highest version.
-func (p *plan) outboxLatestQuery() string {
-	return "SELECT b.i, o.n, o.s" + bucketsFrom + p.outboxLateral(outboxLatest)
+func (p *plan) outboxLatestQuery(kt keyType) string {
+	return "SELECT b.i, o.n, o.s" + bucketsFrom(kt) + p.outboxLateral(outboxLatest, kt)
 }
 
 // targetBucketQuery summarises each bucket's target rows.
-func (p *plan) targetBucketQuery() string {
-	return "SELECT b.i, t.n, t.s" + bucketsFrom + " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum("x."+p.tKey, "x."+p.tVersion) +
+func (p *plan) targetBucketQuery(kt keyType) string {
+	return "SELECT b.i, t.n, t.s" + bucketsFrom(kt) + " CROSS JOIN LATERAL (SELECT count(*) AS n, " + hashSum(kt, "x."+p.tKey, "x."+p.tVersion) +
 		" AS s FROM " + p.tTable + " x WHERE x." + p.tKey + " >= b.lo AND x." + p.tKey + " <= b.hi) t"
 }
 
-// keyRangeQuery finds the smallest and largest key of a table.
+// keyRangeQuery finds the smallest and largest key of a table, as text
+// (by ORDER BY, as uuid has no min/max aggregate).
 func keyRangeQuery(table, key string) string {
-	return "SELECT min(" + key + ")::int8, max(" + key + ")::int8 FROM " + table
+	return "SELECT (SELECT " + key + " FROM " + table + " ORDER BY 1 LIMIT 1)::text, (SELECT " + key + " FROM " + table + " ORDER BY 1 DESC LIMIT 1)::text"
 }

@@ -72,9 +72,11 @@ type runner struct {
 	// leafRows is the most rows a differing range may hold to be read row
 	// by row rather than split.
 	leafRows int
-	// stream makes full sweeps of integer keys stream every row instead
-	// of comparing range summaries.
+	// stream makes full sweeps stream every row instead of comparing
+	// range summaries.
 	stream bool
+	// summaries is true when the key types allow range summaries.
+	summaries bool
 	// outboxMode is how range summaries read the outbox (checksum.go).
 	outboxMode outboxSummary
 }
@@ -105,7 +107,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 
-	if r.w.full && r.kt == keyInt && !r.stream {
+	if r.w.full && r.summaries && !r.stream {
 		return r.walkChecksum(ctx)
 	}
 	var lo, limit bound
@@ -219,6 +221,9 @@ func (r *runner) detectKeys(ctx context.Context) error {
 	}
 	r.kt = kt
 	r.sortKeys = kt == keyText
+	// Range summaries need keys cut by arithmetic, of one type on both
+	// sides (checksum.go).
+	r.summaries = kt != keyText
 	if r.p.target == nil {
 		return nil
 	}
@@ -231,6 +236,9 @@ func (r *runner) detectKeys(ctx context.Context) error {
 	}
 	if tt == keyText {
 		r.sortKeys = true
+	}
+	if tt != kt {
+		r.summaries = false
 	}
 	return nil
 }

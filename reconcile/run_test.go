@@ -70,7 +70,8 @@ func TestGapsFullAndWindowed(t *testing.T) {
 	}{
 		{"bigint checksums", "bigint", nil},
 		{"bigint streamed", "bigint", []Option{StreamFullSweeps()}},
-		{"uuid", "uuid", nil},
+		{"uuid checksums", "uuid", nil},
+		{"uuid streamed", "uuid", []Option{StreamFullSweeps()}},
 		{"text", "text", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,7 +145,13 @@ func TestGapsFullAndWindowed(t *testing.T) {
 }
 
 func TestCleanPairReportsNothing(t *testing.T) {
-	p := newPair(t, "bigint")
+	for _, keyType := range []string{"bigint", "uuid"} {
+		t.Run(keyType, func(t *testing.T) { cleanPair(t, keyType) })
+	}
+}
+
+func cleanPair(t *testing.T, keyType string) {
+	p := newPair(t, keyType)
 	for i := 1; i <= 80; i++ {
 		p.add(t, i, int64(1+i%4), old, "PUBLISHED", int64(1+i%4))
 	}

@@ -6,8 +6,9 @@
 //
 // A run walks the authority's key space (a full sweep) or the key range of
 // the rows created within the window (a windowed run) in chunks sized to
-// chunk_time. A full sweep of integer keys first compares summaries: each
-// side counts and sums hashint8extended(key, version) over buckets of
+// chunk_time. A full sweep of integer or uuid keys first compares
+// summaries: each side counts and sums a 64-bit hash of (key, version) over
+// buckets of
 // about a thousand keys' rows, on its own server, and only buckets whose
 // summaries differ are read row by row (checksum.go). Otherwise, and for
 // the differing buckets, a chunk reads the authority joined with the
@@ -76,8 +77,8 @@ type jobState struct {
 // Option adjusts a Scheduler.
 type Option func(*Scheduler)
 
-// StreamFullSweeps makes full sweeps of integer keys stream every row of
-// both sides and merge them, as windowed runs and sweeps of text and uuid
+// StreamFullSweeps makes full sweeps of integer and uuid keys stream every
+// row of both sides and merge them, as windowed runs and sweeps of text
 // keys always do, instead of comparing range summaries (checksum.go).
 // Streaming reads every row; on 10M rows with 100 gaps it took about
 // twice the time and several times the servers' CPU (bench/reconcile.md).
