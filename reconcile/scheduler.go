@@ -7,16 +7,16 @@
 // A run walks the authority's key space (a full sweep) or the key range of
 // the rows created within the window (a windowed run) in chunks sized to
 // chunk_time. A full sweep of integer or uuid keys first compares
-// summaries: each side counts and sums a 64-bit hash of (key, version) over
-// buckets of
-// about a thousand keys' rows, on its own server, and only buckets whose
-// summaries differ are read row by row (checksum.go). Otherwise, and for
-// the differing buckets, a chunk reads the authority joined with the
-// outbox in one merge-join query, and the target's same key range from its
-// own database, concurrently; the two sorted streams are merged in Go,
-// every key that looks like a gap is read again by point look-up, and only
-// gaps that still hold are reported. Only key, version, created_at and
-// outbox state columns are selected: no message body is ever read.
+// summaries: each side counts and sums a 64-bit hash of (key, version)
+// over buckets of about a thousand keys' rows, on its own server, and only
+// buckets whose summaries differ are read row by row (checksum.go).
+// Otherwise, and for the differing buckets, a chunk reads the authority
+// joined with the outbox in one merge-join query, and the target's same
+// key range from its own database, concurrently; the two sorted streams
+// are merged in Go, every key that looks like a gap is read again by point
+// look-up, and only gaps that still hold are reported. Only key, version,
+// created_at and outbox state columns are selected: no message body is
+// ever read.
 package reconcile
 
 import (
