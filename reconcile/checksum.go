@@ -195,19 +195,48 @@ func (r *runner) checkRange(ctx context.Context, lo, hi int64, width uint64) (in
 		// Keep key order, so that findings come out in it.
 		slices.Sort(differ)
 	}
+	// Differing buckets are read row by row, adjacent ones together up to
+	// a streamed chunk's rows (when most of a chunk differs, as for a
+	// target being rebuilt, that is streaming it); a bucket much larger
+	// than leafRows is cut smaller and summarised again.
+	var run struct {
+		lo, hi int64
+		rows   int64
+		set    bool
+	}
+	flush := func() error {
+		if !run.set {
+			return nil
+		}
+		run.set = false
+		return r.leaf(ctx, run.lo, run.hi)
+	}
 	for _, i := range differ {
 		b := &bs[i]
 		n := b.rows()
-		if n <= int64(r.leafRows) || b.width() == 1 {
-			if err := r.leaf(ctx, b.lo, b.hi); err != nil {
+		if n > int64(r.leafRows) && b.width() > 1 {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+			sub := max(1, min(b.width()/2, uint64(float64(b.width())*float64(r.leafRows)/float64(n))))
+			if _, err := r.checkRange(ctx, b.lo, b.hi, sub); err != nil {
 				return 0, err
 			}
 			continue
 		}
-		sub := max(1, min(b.width()/2, uint64(float64(b.width())*float64(r.leafRows)/float64(n))))
-		if _, err := r.checkRange(ctx, b.lo, b.hi, sub); err != nil {
-			return 0, err
+		if run.set && (b.lo != run.hi+1 || run.rows+n > int64(r.maxRows)) {
+			if err := flush(); err != nil {
+				return 0, err
+			}
 		}
+		if !run.set {
+			run.lo, run.rows, run.set = b.lo, 0, true
+		}
+		run.hi = b.hi
+		run.rows += n
+	}
+	if err := flush(); err != nil {
+		return 0, err
 	}
 	return rows, nil
 }

@@ -195,3 +195,32 @@ func TestUUIDPositions(t *testing.T) {
 		t.Error("position of a malformed uuid: no error")
 	}
 }
+
+// TestChecksumTargetRebuilt: a target that lost most of its rows differs
+// in nearly every bucket; adjacent buckets are read together, a streamed
+// chunk's rows at a time, not one query pair each.
+func TestChecksumTargetRebuilt(t *testing.T) {
+	p := newPair(t, "bigint")
+	for i := 1; i <= 120; i++ {
+		tv := int64(0)
+		if i%40 == 0 {
+			tv = 1
+		}
+		p.add(t, i, 1, old, "PUBLISHED", tv)
+	}
+	s := scheduler(t, p.yaml(""), nil)
+	s.jobs["search_index"].maxRows = 30
+	res, err := s.Run(context.Background(), "search_index", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Gaps[MissingTarget] != 117 || res.TotalGaps() != 117 {
+		t.Errorf("gaps %v, want 117 missing_target", res.Gaps)
+	}
+	// 120 rows, read at most 30 at a time, with chunk and bucket ends
+	// between them: well under the 60 ranges of 2 rows the buckets are.
+	if res.RangesRead > 20 || res.RangesRead < 4 {
+		t.Errorf("read %d ranges row by row; want adjacent buckets read together, at most 30 rows each", res.RangesRead)
+	}
+	t.Logf("%d ranges read row by row, %d rows, over %d chunks", res.RangesRead, res.RowsRead, res.Chunks)
+}

@@ -33,10 +33,14 @@ type Result struct {
 	// RowsChecked counts the authority rows judged: old enough and, for a
 	// windowed run, within the window.
 	RowsChecked int64 `json:"rows_checked"`
-	// Chunks counts the key ranges read.
+	// Chunks counts the key ranges read or summarised.
 	Chunks int `json:"chunks"`
+	// RangesRead counts the key ranges read row by row: every chunk of a
+	// streamed run; the differing buckets of a summarised one, adjacent
+	// ones read together.
+	RangesRead int `json:"ranges_read"`
 	// RowsRead counts the rows (of both sides) read row by row; the rest
-	// were decided by range checksums on the servers.
+	// were decided by range summaries on the servers.
 	RowsRead int64 `json:"rows_read"`
 	// Rechecked counts the keys that looked like gaps in a chunk and were
 	// read again; Gaps holds those the re-check confirmed.
@@ -116,8 +120,8 @@ func Print(w io.Writer, r *Result, format string) error {
 		scope = "full sweep"
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "reconcile %s: %s started %s, %d rows checked in %.2fs (%d chunks)\n",
-		r.Job, scope, r.Started.UTC().Format(time.RFC3339), r.RowsChecked, r.Duration, r.Chunks)
+	fmt.Fprintf(tw, "reconcile %s: %s started %s, %d rows checked in %.2fs (%d chunks, %d rows read one by one)\n",
+		r.Job, scope, r.Started.UTC().Format(time.RFC3339), r.RowsChecked, r.Duration, r.Chunks, r.RowsRead)
 	if r.Failed() {
 		fmt.Fprintf(tw, "FAILED: %s\n", r.Error)
 	}

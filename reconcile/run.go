@@ -294,6 +294,7 @@ func (r *runner) compare(ctx context.Context, as []aRow, ts []tRow) error {
 		slices.SortStableFunc(ts, func(x, y tRow) int { return compareKeys(x.k, y.k) })
 	}
 	r.res.RowsRead += int64(len(as) + len(ts))
+	r.res.RangesRead++
 	cands := r.merge(as, ts)
 	for len(cands) > 0 {
 		n := min(len(cands), recheckBatch)

@@ -9,17 +9,22 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// checksumBoth sums hashint8extended(key, version) over both sides whole,
-// concurrently, as the first level of a bisection would.
-func checksumBoth(ctx context.Context, a, b *pgxpool.Pool) (int64, error) {
+// checksumBoth sums hashint8extended(key, version) (uuid_hash_extended for
+// uuid keys) over both sides whole, concurrently: the floor of any summary
+// comparison.
+func checksumBoth(ctx context.Context, a, b *pgxpool.Pool, keys string) (int64, error) {
+	hash := "hashint8extended"
+	if keys == "uuid" {
+		hash = "uuid_hash_extended"
+	}
 	var na, nb int64
 	var sa, sb string
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return a.QueryRow(gctx, `SELECT count(*), coalesce(sum(hashint8extended(id, version)), 0)::text FROM messages`).Scan(&na, &sa)
+		return a.QueryRow(gctx, `SELECT count(*), coalesce(sum(`+hash+`(id, version)), 0)::text FROM messages`).Scan(&na, &sa)
 	})
 	g.Go(func() error {
-		return b.QueryRow(gctx, `SELECT count(*), coalesce(sum(hashint8extended(message_id, version)), 0)::text FROM search_index`).Scan(&nb, &sb)
+		return b.QueryRow(gctx, `SELECT count(*), coalesce(sum(`+hash+`(message_id, version)), 0)::text FROM search_index`).Scan(&nb, &sb)
 	})
 	if err := g.Wait(); err != nil {
 		return 0, fmt.Errorf("checksum: %w", err)

@@ -47,7 +47,12 @@ func main() {
 	modeList := flag.String("modes", defaultModes, "comma-separated modes to measure; the first is the baseline")
 	repeat := flag.Int("repeat", 2, "rounds over the modes")
 	cpuprofile := flag.String("cpuprofile", "", "internal: write a CPU profile of a child run")
+	keys := flag.String("keys", "bigint", "key type: bigint (reconcile_bench_a, _b) or uuid (reconcile_bench_uuid_a, _b)")
 	flag.Parse()
+	if _, ok := keyExprs[*keys]; !ok {
+		fmt.Fprintf(os.Stderr, "reconcilebench: -keys %q: use bigint or uuid\n", *keys)
+		os.Exit(2)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil {
@@ -56,40 +61,44 @@ func main() {
 		}
 	}
 	if *childMode != "" {
-		if err := child(context.Background(), *childMode, *aURL, *bURL, *rows, *window, 0); err != nil {
+		if err := child(context.Background(), *childMode, *aURL, *bURL, *rows, *keys, *window, 0); err != nil {
 			fmt.Fprintln(os.Stderr, "reconcilebench:", *childMode+":", err)
 			pprof.StopCPUProfile()
 			os.Exit(1)
 		}
 		return
 	}
-	if err := run(*server, *rows, *seedOnly, *reseed, strings.Split(*modeList, ","), *repeat); err != nil {
+	if err := run(*server, *rows, *keys, *seedOnly, *reseed, strings.Split(*modeList, ","), *repeat); err != nil {
 		fmt.Fprintln(os.Stderr, "reconcilebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server string, rows int, seedOnly, reseed bool, modes []string, repeat int) error {
+func run(server string, rows int, keys string, seedOnly, reseed bool, modes []string, repeat int) error {
 	ctx := context.Background()
-	aURL, bURL, err := prepare(ctx, server, rows, reseed)
+	aURL, bURL, err := prepare(ctx, server, rows, keys, reseed)
 	if err != nil {
 		return err
 	}
 	if seedOnly {
 		return nil
 	}
-	return measure(ctx, aURL, bURL, rows, modes, max(repeat, 1))
+	return measure(ctx, aURL, bURL, rows, keys, modes, max(repeat, 1))
 }
 
-func prepare(ctx context.Context, server string, rows int, reseed bool) (string, string, error) {
+func prepare(ctx context.Context, server string, rows int, keys string, reseed bool) (string, string, error) {
 	srv, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return "", "", fmt.Errorf("connect %s: %w", server, err)
 	}
 	defer srv.Close(ctx)
-	urls := []string{dbURL(server, "reconcile_bench_a"), dbURL(server, "reconcile_bench_b")}
-	seeders := []func(context.Context, *pgx.Conn, int) error{seedAuthority, seedTarget}
-	for i, name := range []string{"reconcile_bench_a", "reconcile_bench_b"} {
+	names := []string{"reconcile_bench_a", "reconcile_bench_b"}
+	if keys != "bigint" {
+		names = []string{"reconcile_bench_" + keys + "_a", "reconcile_bench_" + keys + "_b"}
+	}
+	urls := []string{dbURL(server, names[0]), dbURL(server, names[1])}
+	seeders := []func(context.Context, *pgx.Conn, int, string) error{seedAuthority, seedTarget}
+	for i, name := range names {
 		if err := ensureDatabase(ctx, srv, name); err != nil {
 			return "", "", err
 		}
@@ -99,12 +108,17 @@ func prepare(ctx context.Context, server string, rows int, reseed bool) (string,
 		}
 		if reseed || !seeded(ctx, conn, rows) {
 			logf("seeding %s with %d rows", name, rows)
-			if err := seeders[i](ctx, conn, rows); err != nil {
+			if err := seeders[i](ctx, conn, rows, keys); err != nil {
 				conn.Close(ctx)
 				return "", "", fmt.Errorf("seed %s: %w", name, err)
 			}
 		} else {
 			logf("%s already seeded with %d rows", name, rows)
+			// A seed made before bench_key existed gets it now.
+			if _, err := conn.Exec(ctx, keyFunc(keys)); err != nil {
+				conn.Close(ctx)
+				return "", "", fmt.Errorf("seed %s: %w", name, err)
+			}
 			if err := ensureCovering(ctx, conn, i == 0); err != nil {
 				conn.Close(ctx)
 				return "", "", fmt.Errorf("seed %s: %w", name, err)

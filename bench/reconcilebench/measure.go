@@ -88,12 +88,18 @@ func peakRSSMB() float64 {
 	return 0
 }
 
-// expectedGaps is every injected gap: id -> kind.
-func expectedGaps() map[string]string {
-	m := map[string]string{}
+// gap is an injected gap: its kind and its key's ordinal.
+type gap struct {
+	kind    string
+	ordinal int64
+}
+
+// expectedGaps is every injected gap by its key as findings render it.
+func expectedGaps(keys string) map[string]gap {
+	m := map[string]gap{}
 	for c, kind := range gapCategories {
 		for j := 0; j < perKind; j++ {
-			m[fmt.Sprint(gapID(c, j))] = kind
+			m[keyName(keys, gapID(c, j))] = gap{kind, gapID(c, j)}
 		}
 	}
 	return m
@@ -108,7 +114,7 @@ func windowFor(ctx context.Context, aURL string, rows int) (time.Duration, error
 	}
 	defer pool.Close()
 	var secs float64
-	err = pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - created_at) FROM messages WHERE id = $1`, int64(rows-rows/100)).Scan(&secs)
+	err = pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - created_at) FROM messages WHERE id = bench_key($1)`, int64(rows-rows/100)).Scan(&secs)
 	return time.Duration(secs * float64(time.Second)), err
 }
 
@@ -124,7 +130,7 @@ func twoSidedGrace(ctx context.Context, aURL string, rows int) (time.Duration, e
 	defer pool.Close()
 	var secs float64
 	// Rows are 0.864 s apart: half a step younger than the newest judged row.
-	err = pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - created_at) - 0.432 FROM messages WHERE id = $1`, int64(rows-pendingRows)).Scan(&secs)
+	err = pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - created_at) - 0.432 FROM messages WHERE id = bench_key($1)`, int64(rows-pendingRows)).Scan(&secs)
 	return time.Duration(secs * float64(time.Second)), err
 }
 
@@ -154,7 +160,7 @@ func openPool(ctx context.Context, db *config.Database, buffered bool) (*pgxpool
 }
 
 // child runs one mode and prints its outcome as JSON.
-func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGrace time.Duration) error {
+func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, window, twoGrace time.Duration) error {
 	// A -bufio suffix reads each session through a 256 KiB buffer (see
 	// openPool); a -heap suffix plans without index-only scans.
 	bufferedReads := strings.HasSuffix(mode, "-bufio")
@@ -197,9 +203,10 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 		out.Mode += "-bufio"
 		out.Note = "each session reads the server through a 256 KiB buffer instead of pgx's 8 KiB reads"
 	}
-	exp := expectedGaps()
+	exp := expectedGaps(keys)
 	var findings []reconcile.Finding
-	var scope func(id int64) bool
+	// scope says whether the gap at an ordinal is in the mode's scope.
+	var scope func(g gap) bool
 	t := time.Now()
 	cpu0 := cpuSeconds()
 	switch mode {
@@ -217,7 +224,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 			job = "twosided"
 			// Without an outbox, a missing outbox row is no gap: those
 			// messages are in the index.
-			scope = func(id int64) bool { return exp[fmt.Sprint(id)] != "missing_outbox" }
+			scope = func(g gap) bool { return g.kind != "missing_outbox" }
 		}
 		res, err := s.Run(ctx, job, mode != "window")
 		if err != nil {
@@ -230,9 +237,12 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 		}
 		if mode == "window" {
 			lowest := int64(rows - rows/100)
-			scope = func(id int64) bool { return id >= lowest }
+			scope = func(g gap) bool { return g.ordinal >= lowest }
 		}
 	case "maps":
+		if keys != "bigint" {
+			return fmt.Errorf("mode maps reads bigint keys only")
+		}
 		out.RowsRead = int64(rows)*2 - pendingRows
 		findings, out.RowsChecked, err = naiveMaps(ctx, pools["a"], pools["b"])
 		if err != nil {
@@ -240,7 +250,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 		}
 		out.Note = "both sides loaded into Go maps, no re-check"
 	case "checksum":
-		out.RowsChecked, err = checksumBoth(ctx, pools["a"], pools["b"])
+		out.RowsChecked, err = checksumBoth(ctx, pools["a"], pools["b"], keys)
 		if err != nil {
 			return err
 		}
@@ -258,9 +268,8 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 	out.PeakRSSMB = peakRSSMB()
 	out.CPUSeconds = cpuSeconds() - cpu0
 	out.PGCPU = backendCPU(ctx, pools)
-	for id := range exp {
-		n, _ := strconv.ParseInt(id, 10, 64)
-		if scope == nil || scope(n) {
+	for _, g := range exp {
+		if scope == nil || scope(g) {
 			out.Expected++
 		}
 	}
@@ -268,7 +277,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 		out.Expected = 0
 	}
 	for _, f := range findings {
-		if kind, ok := exp[f.Key]; ok && kind == string(f.Kind) && (scope == nil || scope(mustInt(f.Key))) {
+		if g, ok := exp[f.Key]; ok && g.kind == string(f.Kind) && (scope == nil || scope(g)) {
 			out.Found++
 		} else {
 			out.Extra++
@@ -277,12 +286,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, window, twoGr
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
-func mustInt(s string) int64 {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
-}
-
-func measure(ctx context.Context, aURL, bURL string, rows int, modes []string, repeat int) error {
+func measure(ctx context.Context, aURL, bURL string, rows int, keys string, modes []string, repeat int) error {
 	window, err := windowFor(ctx, aURL, rows)
 	if err != nil {
 		return fmt.Errorf("find the newest 1%%: %w", err)
@@ -299,7 +303,7 @@ func measure(ctx context.Context, aURL, bURL string, rows int, modes []string, r
 		order = append(order, modes...)
 	}
 	for _, mode := range order {
-		cmd := exec.CommandContext(ctx, self, "-child", mode, "-a", aURL, "-b", bURL, "-rows", fmt.Sprint(rows), "-window", window.String())
+		cmd := exec.CommandContext(ctx, self, "-child", mode, "-a", aURL, "-b", bURL, "-rows", fmt.Sprint(rows), "-keys", keys, "-window", window.String())
 		cmd.Stderr = os.Stderr
 		b, err := cmd.Output()
 		if err != nil {
@@ -312,7 +316,7 @@ func measure(ctx context.Context, aURL, bURL string, rows int, modes []string, r
 		logf("%s: %.2fs %.0f MB", mode, o.Seconds, o.PeakRSSMB)
 		outs = append(outs, o)
 	}
-	printTable(outs, rows)
+	printTable(outs, rows, keys)
 	return nil
 }
 
@@ -320,9 +324,9 @@ func measure(ctx context.Context, aURL, bURL string, rows int, modes []string, r
 // the first is the baseline of the ratios.
 var defaultModes = "sweep-stream,sweep,sweep-heap,twosided-stream,twosided,window,maps,checksum,mergeplan"
 
-func printTable(outs []outcome, rows int) {
+func printTable(outs []outcome, rows int, keys string) {
 	base := outs[0]
-	fmt.Printf("reconcile, %d authority rows (+ outbox) in reconcile_bench_a vs %d-row target in reconcile_bench_b, 100 injected gaps; ratios against the first %s\n\n", rows, rows-pendingRows, base.Mode)
+	fmt.Printf("reconcile, %s keys, %d authority rows (+ outbox) vs a %d-row target in another database, 100 injected gaps; ratios against the first %s\n\n", keys, rows, rows-pendingRows, base.Mode)
 	fmt.Printf("| mode | seconds | vs base | exporter CPU s | server CPU s | peak RSS MB | vs base | rows checked | rows read | chunks | injected found / in scope | other findings |\n")
 	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, o := range outs {

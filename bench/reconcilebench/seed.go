@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,19 +24,42 @@ const (
 // orphan_target.
 var gapCategories = []string{"missing_outbox", "missing_target", "stale_target", "orphan_target", "orphan_target"}
 
-// gapID is the id of the j-th gap of category c: spread over the key
+// gapID is the ordinal of the j-th gap of category c: spread over the key
 // space, distinct, and older than the pending tail.
 func gapID(c, j int) int64 { return int64(1000 + (c*perKind+j)*99991) }
 
+// gapIDs is an SQL list of the keys of category c's gaps.
 func gapIDs(c int) string {
-	s := ""
+	s := "SELECT bench_key(x) FROM unnest('{"
 	for j := 0; j < perKind; j++ {
 		if j > 0 {
 			s += ","
 		}
 		s += fmt.Sprint(gapID(c, j))
 	}
-	return s
+	return s + "}'::bigint[]) x"
+}
+
+// Key types: the key of ordinal g is bench_key(g), an SQL function
+// defined in both databases: g itself for bigint keys, md5(g)::uuid for
+// uuid keys (random order, as uuids are). keyName renders it as findings
+// do.
+var keyExprs = map[string]string{
+	"bigint": "SELECT g",
+	"uuid":   "SELECT md5(g::text)::uuid",
+}
+
+func keyName(keys string, g int64) string {
+	if keys == "uuid" {
+		sum := md5.Sum([]byte(strconv.FormatInt(g, 10)))
+		h := hex.EncodeToString(sum[:])
+		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	}
+	return strconv.FormatInt(g, 10)
+}
+
+func keyFunc(keys string) string {
+	return "CREATE OR REPLACE FUNCTION bench_key(g bigint) RETURNS " + keys + " IMMUTABLE PARALLEL SAFE LANGUAGE sql AS $$ " + keyExprs[keys] + " $$"
 }
 
 // seeded reports whether db already holds a finished seed of rows rows.
@@ -103,14 +129,19 @@ func ensureCovering(ctx context.Context, conn *pgx.Conn, authority bool) error {
 // seedAuthority fills reconcile_bench_a: messages(id, version, created_at,
 // body) one row a 0.864 s apart ending now, and an outbox with one row per
 // message at its current version, published except the newest pendingRows.
-func seedAuthority(ctx context.Context, conn *pgx.Conn, rows int) error {
+func seedAuthority(ctx context.Context, conn *pgx.Conn, rows int, keys string) error {
 	n := fmt.Sprint(rows)
+	pend := n + ` - ` + fmt.Sprint(pendingRows)
+	// One seed time for both tables: each statement is its own
+	// transaction, with its own now().
+	t0 := "'" + time.Now().UTC().Format(time.RFC3339Nano) + "'::timestamptz"
 	return execAll(ctx, conn, []string{
 		`DROP TABLE IF EXISTS bench_meta, messages, outbox`,
-		`CREATE UNLOGGED TABLE messages (id bigint NOT NULL, version bigint NOT NULL, created_at timestamptz NOT NULL, body text NOT NULL)`,
-		`INSERT INTO messages SELECT g, CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END, now() - (` + n + ` - g) * interval '864 ms', repeat('m', 40) FROM generate_series(1, ` + n + `) g`,
-		`CREATE UNLOGGED TABLE outbox (event_id bigint NOT NULL, message_id bigint NOT NULL, message_version bigint NOT NULL, created_at timestamptz NOT NULL, status text NOT NULL, published_at timestamptz, payload text)`,
-		`INSERT INTO outbox SELECT id, id, version, created_at, CASE WHEN id > ` + n + ` - ` + fmt.Sprint(pendingRows) + ` THEN 'PENDING' ELSE 'PUBLISHED' END, CASE WHEN id > ` + n + ` - ` + fmt.Sprint(pendingRows) + ` THEN NULL ELSE created_at END, repeat('p', 40) FROM messages`,
+		keyFunc(keys),
+		`CREATE UNLOGGED TABLE messages (id ` + keys + ` NOT NULL, version bigint NOT NULL, created_at timestamptz NOT NULL, body text NOT NULL)`,
+		`INSERT INTO messages SELECT bench_key(g), CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END, ` + t0 + ` - (` + n + ` - g) * interval '864 ms', repeat('m', 40) FROM generate_series(1, ` + n + `) g`,
+		`CREATE UNLOGGED TABLE outbox (event_id bigint NOT NULL, message_id ` + keys + ` NOT NULL, message_version bigint NOT NULL, created_at timestamptz NOT NULL, status text NOT NULL, published_at timestamptz, payload text)`,
+		`INSERT INTO outbox SELECT g, bench_key(g), CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END, ` + t0 + ` - (` + n + ` - g) * interval '864 ms', CASE WHEN g > ` + pend + ` THEN 'PENDING' ELSE 'PUBLISHED' END, CASE WHEN g > ` + pend + ` THEN NULL ELSE ` + t0 + ` - (` + n + ` - g) * interval '864 ms' END, repeat('p', 40) FROM generate_series(1, ` + n + `) g`,
 		// missing_outbox: the outbox row is gone.
 		`DELETE FROM outbox WHERE message_id IN (` + gapIDs(0) + `)`,
 		// stale_target: the authority and its published outbox row moved to
@@ -134,12 +165,13 @@ func seedAuthority(ctx context.Context, conn *pgx.Conn, rows int) error {
 
 // seedTarget fills reconcile_bench_b: search_index(message_id, version)
 // for every published message, with the injected target gaps.
-func seedTarget(ctx context.Context, conn *pgx.Conn, rows int) error {
+func seedTarget(ctx context.Context, conn *pgx.Conn, rows int, keys string) error {
 	n := fmt.Sprint(rows)
 	return execAll(ctx, conn, []string{
 		`DROP TABLE IF EXISTS bench_meta, search_index`,
-		`CREATE UNLOGGED TABLE search_index (message_id bigint NOT NULL, version bigint NOT NULL, indexed_at timestamptz NOT NULL DEFAULT now())`,
-		`INSERT INTO search_index (message_id, version) SELECT g, CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END FROM generate_series(1, ` + n + ` - ` + fmt.Sprint(pendingRows) + `) g`,
+		keyFunc(keys),
+		`CREATE UNLOGGED TABLE search_index (message_id ` + keys + ` NOT NULL, version bigint NOT NULL, indexed_at timestamptz NOT NULL DEFAULT now())`,
+		`INSERT INTO search_index (message_id, version) SELECT bench_key(g), CASE WHEN g % 7 = 0 THEN 2 ELSE 1 END FROM generate_series(1, ` + n + ` - ` + fmt.Sprint(pendingRows) + `) g`,
 		// missing_target: a published message never reached the index.
 		`DELETE FROM search_index WHERE message_id IN (` + gapIDs(1) + `)`,
 		// orphan_target (version ahead): the index holds a version the
