@@ -85,6 +85,7 @@ func (r *runner) walkChecksum(ctx context.Context) error {
 	// then follows the time each chunk took and the density it found.
 	width := uint64(max(r.chunkRows, 1))
 	density := 1.0
+	r.bucketRows = r.leafRows
 	if r.p.hasOutbox && !r.p.deleteOnPublish {
 		r.outboxMode = outboxAllRows
 	}
@@ -95,7 +96,7 @@ func (r *runner) walkChecksum(ctx context.Context) error {
 		}
 		span := uint64(end) - uint64(cur) + 1
 		t := time.Now()
-		rows, err := r.checkRange(ctx, cur, end, bucketWidth(span, density, r.leafRows))
+		st, err := r.checkRange(ctx, cur, end, bucketWidth(span, density, r.bucketRows))
 		if err != nil {
 			return err
 		}
@@ -103,15 +104,38 @@ func (r *runner) walkChecksum(ctx context.Context) error {
 		if end == hi {
 			return nil
 		}
-		density = float64(rows) / float64(span)
+		density = float64(st.rows) / float64(span)
+		r.resizeBuckets(st)
 		width = r.nextWidth(width, time.Since(t), density)
 		cur = end + 1
 	}
 }
 
+// rangeStats is what the summaries of a range found.
+type rangeStats struct {
+	rows              int64 // the larger side of each bucket, summed
+	nonEmpty, differs int   // buckets holding rows; those read row by row
+}
+
+// resizeBuckets adapts the rows a bucket is cut for to how many buckets
+// differ. Each differing bucket costs reading its rows; each bucket costs
+// an index descent and an aggregate on each side. Keys in key order
+// (serials, time-ordered ids) keep the rows not yet decided (too young to
+// judge, not yet published) together in a few buckets; random keys (uuid
+// v4) spread them over as many buckets as there are rows: smaller buckets
+// then read fewer rows (bench/reconcile.md, uuid keys).
+func (r *runner) resizeBuckets(st rangeStats) {
+	switch minRows := max(1, r.leafRows/16); {
+	case st.differs*16 > st.nonEmpty && r.bucketRows > minRows:
+		r.bucketRows = max(minRows, r.bucketRows/2)
+	case st.differs*64 < st.nonEmpty && r.bucketRows < r.leafRows:
+		r.bucketRows = min(r.leafRows, r.bucketRows*2)
+	}
+}
+
 // nextWidth resizes a chunk after one that took took: toward chunk_time,
 // at most doubling or halving a step, at most maxBuckets buckets of
-// leafRows rows at the density seen, at least minRows keys.
+// bucketRows rows at the density seen, at least minRows keys.
 func (r *runner) nextWidth(width uint64, took time.Duration, density float64) uint64 {
 	scale := 2.0
 	if took > 0 {
@@ -119,7 +143,7 @@ func (r *runner) nextWidth(width uint64, took time.Duration, density float64) ui
 	}
 	w := float64(width) * scale
 	if density > 0 {
-		w = min(w, float64(maxBuckets*r.leafRows)/density)
+		w = min(w, float64(maxBuckets*r.bucketRows)/density)
 	}
 	w = min(max(w, float64(r.minRows), 1), float64(maxChunkWidth))
 	return uint64(w)
@@ -151,21 +175,23 @@ func buckets(lo, hi int64, width uint64) []bucket {
 }
 
 // checkRange decides [lo, hi] in buckets of width keys: clean by their
-// summaries, read row by row, or cut smaller. It returns the rows the
-// summaries counted (the larger side of each bucket).
-func (r *runner) checkRange(ctx context.Context, lo, hi int64, width uint64) (int64, error) {
+// summaries, read row by row, or cut smaller.
+func (r *runner) checkRange(ctx context.Context, lo, hi int64, width uint64) (rangeStats, error) {
+	var st rangeStats
 	bs := buckets(lo, hi, width)
 	mode := r.outboxMode
 	if err := r.summarise(ctx, bs, mode); err != nil {
-		return 0, err
+		return st, err
 	}
 	checkTarget := r.p.target != nil
 	checkOutbox := mode != outboxSkip
-	var rows int64
 	var outboxOnly, differ []int
 	for i := range bs {
 		b := &bs[i]
-		rows += b.rows()
+		st.rows += b.rows()
+		if b.rows() > 0 {
+			st.nonEmpty++
+		}
 		targetOK := !checkTarget || b.target == b.authority
 		outboxOK := !checkOutbox || b.outbox == b.authority
 		switch {
@@ -183,7 +209,7 @@ func (r *runner) checkRange(ctx context.Context, lo, hi int64, width uint64) (in
 	if len(outboxOnly) > 0 {
 		latest, err := r.outboxLatest(ctx, bs, outboxOnly)
 		if err != nil {
-			return 0, err
+			return st, err
 		}
 		for j, i := range outboxOnly {
 			if latest[j] == bs[i].authority {
@@ -195,50 +221,47 @@ func (r *runner) checkRange(ctx context.Context, lo, hi int64, width uint64) (in
 		// Keep key order, so that findings come out in it.
 		slices.Sort(differ)
 	}
-	// Differing buckets are read row by row, adjacent ones together up to
-	// a streamed chunk's rows (when most of a chunk differs, as for a
-	// target being rebuilt, that is streaming it); a bucket much larger
-	// than leafRows is cut smaller and summarised again.
-	var run struct {
-		lo, hi int64
-		rows   int64
-		set    bool
-	}
+	// Differing buckets are read row by row: adjacent ones as one range,
+	// and the ranges of a chunk together, a streamed chunk's rows (at
+	// most) a query on each side. A bucket much larger than leafRows is
+	// cut smaller and summarised again instead.
+	var batch []span
+	var batchRows int64
 	flush := func() error {
-		if !run.set {
+		if len(batch) == 0 {
 			return nil
 		}
-		run.set = false
-		return r.leaf(ctx, run.lo, run.hi)
+		err := r.readRanges(ctx, batch)
+		batch, batchRows = batch[:0], 0
+		return err
 	}
 	for _, i := range differ {
 		b := &bs[i]
 		n := b.rows()
 		if n > int64(r.leafRows) && b.width() > 1 {
-			if err := flush(); err != nil {
-				return 0, err
-			}
 			sub := max(1, min(b.width()/2, uint64(float64(b.width())*float64(r.leafRows)/float64(n))))
 			if _, err := r.checkRange(ctx, b.lo, b.hi, sub); err != nil {
-				return 0, err
+				return st, err
 			}
 			continue
 		}
-		if run.set && (b.lo != run.hi+1 || run.rows+n > int64(r.maxRows)) {
+		if len(batch) > 0 && batchRows+n > int64(r.maxRows) {
 			if err := flush(); err != nil {
-				return 0, err
+				return st, err
 			}
 		}
-		if !run.set {
-			run.lo, run.rows, run.set = b.lo, 0, true
+		if k := len(batch); k > 0 && batch[k-1].hi+1 == b.lo {
+			batch[k-1].hi = b.hi
+		} else {
+			batch = append(batch, span{b.lo, b.hi})
 		}
-		run.hi = b.hi
-		run.rows += n
+		batchRows += n
 	}
 	if err := flush(); err != nil {
-		return 0, err
+		return st, err
 	}
-	return rows, nil
+	st.differs = len(differ)
+	return st, nil
 }
 
 // Buckets are cut by arithmetic on int64 positions. An integer key is its
@@ -444,29 +467,65 @@ func (r *runner) parsePosition(s string) (int64, error) {
 	return r.position(key{s: s})
 }
 
-// leaf reads the rows of the positions [lo, hi] and merges them.
-func (r *runner) leaf(ctx context.Context, lo, hi int64) error {
-	from := bound{set: true, inclusive: true, k: r.keyAt(lo, true)}
-	to := bound{set: true, inclusive: true, k: r.keyAt(hi, false)}
+// span is a range of positions [lo, hi].
+type span struct{ lo, hi int64 }
+
+// readRanges reads the rows of the ranges of positions given, in one query
+// on each side, and merges them.
+func (r *runner) readRanges(ctx context.Context, spans []span) error {
+	var los, his any
+	if r.kt == keyInt {
+		l, h := make([]int64, len(spans)), make([]int64, len(spans))
+		for i, s := range spans {
+			l[i], h[i] = s.lo, s.hi
+		}
+		los, his = l, h
+	} else {
+		l, h := make([]string, len(spans)), make([]string, len(spans))
+		for i, s := range spans {
+			l[i], h[i] = r.keyAt(s.lo, true).s, r.keyAt(s.hi, false).s
+		}
+		los, his = l, h
+	}
 	var as []aRow
 	var ts []tRow
 	readAuthority := func(ctx context.Context) error {
-		var err error
-		// No page limit: rows committed since the summary belong here too.
-		as, err = r.fetchAuthority(ctx, from, to, 1<<30, nil)
-		return err
+		q, args := r.p.authorityRangesQuery(r.w, r.kt, los, his)
+		err := pgx.BeginTxFunc(ctx, r.p.authority, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, mergePlanSettings); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, q, prepared(args)...)
+			if err != nil {
+				return err
+			}
+			as, err = r.scanAuthority(rows, r.aBuf[:0])
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read authority rows of %d ranges: %w", len(spans), err)
+		}
+		r.aBuf = as
+		return nil
 	}
 	readTarget := func(ctx context.Context) error {
 		if r.p.target == nil {
 			return nil
 		}
-		var err error
-		ts, err = r.fetchTarget(ctx, from, to)
-		return err
+		rows, err := r.p.target.Query(ctx, r.p.targetRangesQuery(r.kt), prepared([]any{los, his})...)
+		if err == nil {
+			ts, err = r.scanTarget(rows, r.tBuf[:0])
+		}
+		if err != nil {
+			return fmt.Errorf("read target rows of %d ranges: %w", len(spans), err)
+		}
+		r.tBuf = ts
+		return nil
 	}
 	if err := r.bothSides(ctx, readAuthority, readTarget); err != nil {
 		return err
 	}
+	r.res.RangesRead += len(spans)
 	return r.compare(ctx, as, ts)
 }
 

@@ -71,7 +71,7 @@ func TestBucketWidth(t *testing.T) {
 // TestNextWidth: chunks follow chunk_time, at most doubling or halving,
 // capped by the rows maxBuckets buckets hold at the density seen.
 func TestNextWidth(t *testing.T) {
-	r := &runner{chunkTime: 100 * time.Millisecond, leafRows: 10, minRows: 5}
+	r := &runner{chunkTime: 100 * time.Millisecond, leafRows: 10, bucketRows: 10, minRows: 5}
 	for _, c := range []struct {
 		width   uint64
 		took    time.Duration
@@ -89,6 +89,28 @@ func TestNextWidth(t *testing.T) {
 		if got := r.nextWidth(c.width, c.took, c.density); got != c.want {
 			t.Errorf("nextWidth(%d, %v, %g) = %d, want %d", c.width, c.took, c.density, got, c.want)
 		}
+	}
+}
+
+// TestResizeBuckets: buckets shrink while many differ, down to a
+// sixteenth of leafRows, and grow back to leafRows when few do.
+func TestResizeBuckets(t *testing.T) {
+	r := &runner{leafRows: 1024, bucketRows: 1024}
+	var sizes []int
+	for range 6 {
+		r.resizeBuckets(rangeStats{nonEmpty: 1000, differs: 200})
+		sizes = append(sizes, r.bucketRows)
+	}
+	r.resizeBuckets(rangeStats{nonEmpty: 1000, differs: 30}) // between: kept
+	sizes = append(sizes, r.bucketRows)
+	for range 6 {
+		r.resizeBuckets(rangeStats{nonEmpty: 1000, differs: 1})
+		sizes = append(sizes, r.bucketRows)
+	}
+	r.resizeBuckets(rangeStats{}) // an empty chunk changes nothing
+	sizes = append(sizes, r.bucketRows)
+	if got, want := fmt.Sprint(sizes), "[512 256 128 64 64 64 64 128 256 512 1024 1024 1024 1024]"; got != want {
+		t.Errorf("bucket rows %s, want %s", got, want)
 	}
 }
 

@@ -70,8 +70,9 @@ type runner struct {
 	tBuf  []tRow
 	hooks hooks
 	// leafRows is the most rows a differing range may hold to be read row
-	// by row rather than split.
-	leafRows int
+	// by row rather than split, and the rows a bucket is cut for at first;
+	// bucketRows is what buckets are cut for now (checksum.go).
+	leafRows, bucketRows int
 	// stream makes full sweeps stream every row instead of comparing
 	// range summaries.
 	stream bool
@@ -198,6 +199,7 @@ func (r *runner) walk(ctx context.Context, lo, limit bound) error {
 			bufs[(chunk+1)%2] = next
 		}
 		r.tBuf = ts
+		r.res.RangesRead++
 		if err := r.compare(ctx, cur, ts); err != nil {
 			return err
 		}
@@ -294,7 +296,6 @@ func (r *runner) compare(ctx context.Context, as []aRow, ts []tRow) error {
 		slices.SortStableFunc(ts, func(x, y tRow) int { return compareKeys(x.k, y.k) })
 	}
 	r.res.RowsRead += int64(len(as) + len(ts))
-	r.res.RangesRead++
 	cands := r.merge(as, ts)
 	for len(cands) > 0 {
 		n := min(len(cands), recheckBatch)
