@@ -254,7 +254,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, 
 		if err != nil {
 			return err
 		}
-		out.Note = "count and sum(hashint8extended(key, version)) of both sides whole, concurrently: the floor of a bisection that finds nothing"
+		out.Note = "count and sum of the (key, version) hash of both sides whole, concurrently: the floor of any summary comparison"
 	case "mergeplan", "hashplan":
 		out.RowsChecked, err = joinWhole(ctx, pools["a"], mode == "mergeplan")
 		if err != nil {
