@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
@@ -75,45 +76,16 @@ func newPlan(name string, job *config.ReconcileJob, cfg *config.Config, pools ma
 }
 
 // stateExpr is an SQL expression giving an outbox row's OutboxState as an
-// integer, read the way the outbox section of the configuration says.
+// integer, by the outbox collector's state rules (outbox.ClassExpr). A
+// status listed nowhere counts as unpublished: no target gap is judged
+// for it.
 func stateExpr(ob *config.Outbox) string {
-	unpub := fmt.Sprint(int(OutboxUnpublished))
-	pub := fmt.Sprint(int(OutboxPublished))
-	dead := fmt.Sprint(int(OutboxDead))
-	switch ob.Style() {
-	case config.StyleStatus:
-		s := pg.Ident(ob.Status) + "::text"
-		published := inList(s, ob.Published)
-		if ob.PublishedAt != "" {
-			published = "(" + published + " OR " + pg.Ident(ob.PublishedAt) + " IS NOT NULL)"
-		}
-		e := "CASE WHEN " + published + " THEN " + pub
-		if len(ob.Dead) > 0 {
-			e += " WHEN " + inList(s, ob.Dead) + " THEN " + dead
-		}
-		return e + " ELSE " + unpub + " END"
-	case config.StyleTimestamps:
-		e := "CASE"
-		if ob.PublishedAt != "" {
-			e += " WHEN " + pg.Ident(ob.PublishedAt) + " IS NOT NULL THEN " + pub
-		}
-		if ob.DeadAt != "" {
-			e += " WHEN " + pg.Ident(ob.DeadAt) + " IS NOT NULL THEN " + dead
-		}
-		return e + " ELSE " + unpub + " END"
-	}
-	return unpub
-}
-
-func inList(expr string, values []string) string {
-	if len(values) == 0 {
-		return "false"
-	}
-	q := make([]string, len(values))
-	for i, v := range values {
-		q[i] = pg.Literal(v)
-	}
-	return expr + " IN (" + strings.Join(q, ", ") + ")"
+	return outbox.ClassExpr(ob, "", outbox.ClassValues{
+		outbox.ClassUnpublished: int(OutboxUnpublished),
+		outbox.ClassPublished:   int(OutboxPublished),
+		outbox.ClassDead:        int(OutboxDead),
+		outbox.ClassIgnored:     int(OutboxUnpublished),
+	})
 }
 
 // bound is one end of a key range.

@@ -10,6 +10,8 @@ const (
 	Unpublished Class = iota
 	Published
 	Dead
+	// Ignored: a status listed nowhere in the configuration; not judged.
+	Ignored
 )
 
 // String names the class in API answers.
@@ -19,6 +21,8 @@ func (c Class) String() string {
 		return "published"
 	case Dead:
 		return "dead"
+	case Ignored:
+		return "ignored"
 	}
 	return "unpublished"
 }

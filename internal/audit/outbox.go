@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
@@ -14,11 +15,6 @@ import (
 // no body column. Its cost is one range scan of created_at over the window
 // (an index on created_at serves it) and, below sample 1, one md5 per row
 // scanned; only the sampled rows travel.
-//
-// The state predicates are written here rather than shared with the outbox
-// collector, which is built at the same time; the rules are the SPEC's: a
-// status column with published/dead value lists, or published_at/dead_at
-// set, or a delete-on-publish table whose rows are all unpublished.
 func outboxQuery(o *config.Outbox, s Sampler) string {
 	id := pg.Ident(o.ID)
 	var b strings.Builder
@@ -33,37 +29,16 @@ func outboxQuery(o *config.Outbox, s Sampler) string {
 	return b.String()
 }
 
-// classExpr is the SQL expression for a row's Class.
+// classExpr is the SQL expression for a row's Class: the outbox
+// collector's state rules (outbox.ClassExpr), so that a row is published,
+// dead or unpublished here exactly when the collector counts it so.
 func classExpr(o *config.Outbox) string {
-	switch o.Style() {
-	case config.StyleStatus:
-		st := pg.Ident(o.Status)
-		var b strings.Builder
-		b.WriteString("CASE")
-		if len(o.Published) > 0 {
-			fmt.Fprintf(&b, " WHEN %s IN (%s) THEN %d", st, literals(o.Published), Published)
-		}
-		if len(o.Dead) > 0 {
-			fmt.Fprintf(&b, " WHEN %s IN (%s) THEN %d", st, literals(o.Dead), Dead)
-		}
-		fmt.Fprintf(&b, " ELSE %d END", Unpublished)
-		if len(o.Published) == 0 && len(o.Dead) == 0 {
-			return fmt.Sprint(int(Unpublished))
-		}
-		return b.String()
-	case config.StyleTimestamps:
-		var b strings.Builder
-		b.WriteString("CASE")
-		if o.PublishedAt != "" {
-			fmt.Fprintf(&b, " WHEN %s IS NOT NULL THEN %d", pg.Ident(o.PublishedAt), Published)
-		}
-		if o.DeadAt != "" {
-			fmt.Fprintf(&b, " WHEN %s IS NOT NULL THEN %d", pg.Ident(o.DeadAt), Dead)
-		}
-		fmt.Fprintf(&b, " ELSE %d END", Unpublished)
-		return b.String()
-	}
-	return fmt.Sprint(int(Unpublished))
+	return outbox.ClassExpr(o, "", outbox.ClassValues{
+		outbox.ClassUnpublished: int(Unpublished),
+		outbox.ClassPublished:   int(Published),
+		outbox.ClassDead:        int(Dead),
+		outbox.ClassIgnored:     int(Ignored),
+	})
 }
 
 func publishedAtExpr(o *config.Outbox) string {
@@ -71,12 +46,4 @@ func publishedAtExpr(o *config.Outbox) string {
 		return "NULL::timestamptz"
 	}
 	return pg.Ident(o.PublishedAt)
-}
-
-func literals(vs []string) string {
-	q := make([]string, len(vs))
-	for i, v := range vs {
-		q[i] = pg.Literal(v)
-	}
-	return strings.Join(q, ", ")
 }
