@@ -300,22 +300,34 @@ func (r *runner) keyAt(p int64, first bool) key {
 // bounds are the ends of the buckets idx (all when nil) as query
 // arguments.
 func (r *runner) bounds(bs []bucket, idx []int) (los, his any) {
+	var spans []span
 	if idx == nil {
-		idx = make([]int, len(bs))
-		for i := range idx {
-			idx[i] = i
+		spans = make([]span, len(bs))
+		for i, b := range bs {
+			spans[i] = span{b.lo, b.hi}
+		}
+	} else {
+		spans = make([]span, len(idx))
+		for j, i := range idx {
+			spans[j] = span{bs[i].lo, bs[i].hi}
 		}
 	}
+	return r.spanArgs(spans)
+}
+
+// spanArgs are the ends of ranges of positions as query arguments: the
+// smallest and the largest key of each.
+func (r *runner) spanArgs(spans []span) (los, his any) {
 	if r.kt == keyInt {
-		l, h := make([]int64, len(idx)), make([]int64, len(idx))
-		for j, i := range idx {
-			l[j], h[j] = bs[i].lo, bs[i].hi
+		l, h := make([]int64, len(spans)), make([]int64, len(spans))
+		for i, s := range spans {
+			l[i], h[i] = s.lo, s.hi
 		}
 		return l, h
 	}
-	l, h := make([]string, len(idx)), make([]string, len(idx))
-	for j, i := range idx {
-		l[j], h[j] = r.keyAt(bs[i].lo, true).s, r.keyAt(bs[i].hi, false).s
+	l, h := make([]string, len(spans)), make([]string, len(spans))
+	for i, s := range spans {
+		l[i], h[i] = r.keyAt(s.lo, true).s, r.keyAt(s.hi, false).s
 	}
 	return l, h
 }
@@ -473,20 +485,7 @@ type span struct{ lo, hi int64 }
 // readRanges reads the rows of the ranges of positions given, in one query
 // on each side, and merges them.
 func (r *runner) readRanges(ctx context.Context, spans []span) error {
-	var los, his any
-	if r.kt == keyInt {
-		l, h := make([]int64, len(spans)), make([]int64, len(spans))
-		for i, s := range spans {
-			l[i], h[i] = s.lo, s.hi
-		}
-		los, his = l, h
-	} else {
-		l, h := make([]string, len(spans)), make([]string, len(spans))
-		for i, s := range spans {
-			l[i], h[i] = r.keyAt(s.lo, true).s, r.keyAt(s.hi, false).s
-		}
-		los, his = l, h
-	}
+	los, his := r.spanArgs(spans)
 	var as []aRow
 	var ts []tRow
 	readAuthority := func(ctx context.Context) error {
