@@ -73,13 +73,10 @@ func (b *bucket) rows() int64 { return max(b.authority.n, b.outbox.n, b.target.n
 
 func (b *bucket) width() uint64 { return uint64(b.hi) - uint64(b.lo) + 1 }
 
-// walkChecksum sweeps the integer key space from the smallest to the
-// largest key of either side in chunks.
-func (r *runner) walkChecksum(ctx context.Context) error {
-	lo, hi, ok, err := r.fullKeyRange(ctx)
-	if err != nil || !ok {
-		return err
-	}
+// walkChecksum compares the key positions [lo, hi] in chunks: from the
+// smallest to the largest key of either side for a full sweep, the key
+// range of the window's rows for a windowed run.
+func (r *runner) walkChecksum(ctx context.Context, lo, hi int64) error {
 	// A chunk's width is in keys. Unique integer keys hold at most one row
 	// per key, so the first chunk holds at most chunkRows rows; the width
 	// then follows the time each chunk took and the density it found.
@@ -107,6 +104,9 @@ func (r *runner) walkChecksum(ctx context.Context) error {
 		density = float64(st.rows) / float64(span)
 		r.resizeBuckets(st)
 		width = r.nextWidth(width, time.Since(t), density)
+		if r.hooks.afterChunk != nil {
+			r.hooks.afterChunk(r.res.Chunks - 1)
+		}
 		cur = end + 1
 	}
 }
@@ -338,8 +338,12 @@ func (r *runner) summarise(ctx context.Context, bs []bucket, mode outboxSummary)
 	los, his := r.bounds(bs, nil)
 	checkOutbox := mode != outboxSkip
 	readAuthority := func(ctx context.Context) error {
-		q := r.p.authorityBucketQuery(mode, r.kt)
-		rows, err := r.p.authority.Query(ctx, q, prepared([]any{los, his, r.w.cut})...)
+		q := r.p.authorityBucketQuery(mode, r.kt, !r.w.full)
+		args := []any{los, his, r.w.cut}
+		if !r.w.full {
+			args = append(args, r.w.from)
+		}
+		rows, err := r.p.authority.Query(ctx, q, prepared(args)...)
 		if err != nil {
 			return fmt.Errorf("summarise authority keys %d..%d: %w", bs[0].lo, bs[len(bs)-1].hi, err)
 		}

@@ -160,7 +160,7 @@ func TestChecksumExtremeKeys(t *testing.T) {
 		}
 	}
 	p.b.Exec(t, `INSERT INTO search_index VALUES ($1, 1)`, int64(-2))
-	for _, opts := range [][]Option{nil, {StreamFullSweeps()}} {
+	for _, opts := range [][]Option{nil, {StreamRuns()}} {
 		s := scheduler(t, p.yaml(""), nil, opts...)
 		res, err := s.Run(context.Background(), "search_index", true)
 		if err != nil {

@@ -252,12 +252,17 @@ func (p *plan) outboxLateral(mode outboxSummary, kt keyType) string {
 }
 
 // authorityBucketQuery summarises each bucket's authority rows: the count,
-// the rows created before the cut ($3, the judged ones), the hash sum;
-// and unless outboxSkip, the count and hash sum of its outbox rows. Each
-// bucket's aggregate reads one index range.
-func (p *plan) authorityBucketQuery(mode outboxSummary, kt keyType) string {
+// the rows created before the cut ($3) and, windowed, at or after the
+// window's start ($4): the judged ones; the hash sum; and unless
+// outboxSkip, the count and hash sum of its outbox rows. Each bucket's
+// aggregate reads one index range.
+func (p *plan) authorityBucketQuery(mode outboxSummary, kt keyType, windowed bool) string {
+	judged := "x." + p.aCreated + " < $3"
+	if windowed {
+		judged += " AND x." + p.aCreated + " >= $4"
+	}
 	q := "SELECT b.i, a.n, a.judged, a.s"
-	from := bucketsFrom(kt) + " CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE x." + p.aCreated + " < $3) AS judged, " +
+	from := bucketsFrom(kt) + " CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE " + judged + ") AS judged, " +
 		hashSum(kt, "x."+p.aKey, "x."+p.aVersion) + " AS s FROM " + p.aTable + " x WHERE x." + p.aKey + " >= b.lo AND x." + p.aKey + " <= b.hi) a"
 	if mode != outboxSkip {
 		q += ", o.n, o.s"

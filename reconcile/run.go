@@ -73,8 +73,8 @@ type runner struct {
 	// by row rather than split, and the rows a bucket is cut for at first;
 	// bucketRows is what buckets are cut for now (checksum.go).
 	leafRows, bucketRows int
-	// stream makes full sweeps stream every row instead of comparing
-	// range summaries.
+	// stream makes runs stream every row instead of comparing range
+	// summaries.
 	stream bool
 	// summaries is true when the key types allow range summaries.
 	summaries bool
@@ -108,8 +108,13 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 
-	if r.w.full && r.summaries && !r.stream {
-		return r.walkChecksum(ctx)
+	summarise := r.summaries && !r.stream
+	if r.w.full && summarise {
+		lo, hi, ok, err := r.fullKeyRange(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		return r.walkChecksum(ctx, lo, hi)
 	}
 	var lo, limit bound
 	if !r.w.full {
@@ -120,6 +125,17 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if !found {
 			return nil
+		}
+		if summarise {
+			pmin, err := r.position(kmin)
+			if err != nil {
+				return fmt.Errorf("find the window's key range: %w", err)
+			}
+			pmax, err := r.position(kmax)
+			if err != nil {
+				return fmt.Errorf("find the window's key range: %w", err)
+			}
+			return r.walkChecksum(ctx, pmin, pmax)
 		}
 		lo = bound{set: true, inclusive: true, k: kmin}
 		limit = bound{set: true, inclusive: true, k: kmax}

@@ -77,13 +77,13 @@ type jobState struct {
 // Option adjusts a Scheduler.
 type Option func(*Scheduler)
 
-// StreamFullSweeps makes full sweeps of integer and uuid keys stream every
-// row of both sides and merge them, as windowed runs and sweeps of text
-// keys always do, instead of comparing range summaries (checksum.go).
+// StreamRuns makes runs over integer and uuid keys stream every row of
+// both sides and merge them, as runs over text keys always do, instead of
+// comparing range summaries (checksum.go).
 // Streaming reads every row; on 10M rows with 100 gaps it took about
 // twice the time and several times the servers' CPU (bench/reconcile.md).
 // It is kept for comparison and for tests of both paths.
-func StreamFullSweeps() Option {
+func StreamRuns() Option {
 	return func(s *Scheduler) {
 		for _, js := range s.jobs {
 			js.stream = true

@@ -168,7 +168,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, 
 	if strings.HasSuffix(mode, "-heap") {
 		aURL, bURL = heapOnly(aURL), heapOnly(bURL)
 	}
-	if mode == "window" {
+	if strings.HasPrefix(mode, "window") {
 		// Measured just before the run, as time moves the newest 1%.
 		w, err := windowFor(ctx, aURL, rows)
 		if err != nil {
@@ -210,10 +210,10 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, 
 	t := time.Now()
 	cpu0 := cpuSeconds()
 	switch mode {
-	case "sweep", "sweep-heap", "sweep-stream", "sweep-stream-heap", "window", "twosided", "twosided-heap", "twosided-stream", "twosided-stream-heap":
+	case "sweep", "sweep-heap", "sweep-stream", "sweep-stream-heap", "window", "twosided", "twosided-heap", "twosided-stream", "twosided-stream-heap", "window-stream":
 		var opts []reconcile.Option
 		if strings.Contains(mode, "-stream") {
-			opts = append(opts, reconcile.StreamFullSweeps())
+			opts = append(opts, reconcile.StreamRuns())
 		}
 		s, err := reconcile.New(cfg, pools, slog.New(slog.DiscardHandler), opts...)
 		if err != nil {
@@ -226,7 +226,8 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, 
 			// messages are in the index.
 			scope = func(g gap) bool { return g.kind != "missing_outbox" }
 		}
-		res, err := s.Run(ctx, job, mode != "window")
+		windowed := strings.HasPrefix(mode, "window")
+		res, err := s.Run(ctx, job, !windowed)
 		if err != nil {
 			return err
 		}
@@ -235,7 +236,7 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, 
 		for k, v := range res.Gaps {
 			out.Gaps[string(k)] = v
 		}
-		if mode == "window" {
+		if windowed {
 			lowest := int64(rows - rows/100)
 			scope = func(g gap) bool { return g.ordinal >= lowest }
 		}
@@ -322,7 +323,7 @@ func measure(ctx context.Context, aURL, bURL string, rows int, keys string, mode
 
 // defaultModes are the modes a run measures unless -modes says otherwise;
 // the first is the baseline of the ratios.
-var defaultModes = "sweep-stream,sweep,sweep-heap,twosided-stream,twosided,window,maps,checksum,mergeplan"
+var defaultModes = "sweep-stream,sweep,sweep-heap,twosided-stream,twosided,window-stream,window,maps,checksum,mergeplan"
 
 func printTable(outs []outcome, rows int, keys string) {
 	base := outs[0]
