@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// A full sweep of integer or uuid keys compares summaries of key ranges,
-// not rows,
+// A run over integer or uuid keys (a full sweep, or the key range of a
+// window's rows) compares summaries of key ranges, not rows,
 // as data-diff does but with an integer hash and a wide fan-out. A chunk
 // of the key space, sized to chunk_time, is cut into buckets of about
 // leafRows keys' rows, and each side summarises every bucket of the chunk

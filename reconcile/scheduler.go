@@ -6,10 +6,10 @@
 //
 // A run walks the authority's key space (a full sweep) or the key range of
 // the rows created within the window (a windowed run) in chunks sized to
-// chunk_time. A full sweep of integer or uuid keys first compares
-// summaries: each side counts and sums a 64-bit hash of (key, version)
-// over buckets of about a thousand keys' rows, on its own server, and only
-// buckets whose summaries differ are read row by row (checksum.go).
+// chunk_time. A run over integer or uuid keys first compares summaries:
+// each side counts and sums a 64-bit hash of (key, version) over buckets
+// of about a thousand keys' rows, on its own server, and only buckets
+// whose summaries differ are read row by row (checksum.go).
 // Otherwise, and for the differing buckets, a chunk reads the authority
 // joined with the outbox in one merge-join query, and the target's same
 // key range from its own database, concurrently; the two sorted streams
