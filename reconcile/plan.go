@@ -177,11 +177,18 @@ func (p *plan) chunkQuery(w *window, lo, limit bound, n int, kt keyType) (string
 }
 
 // windowKeysQuery finds the key range of the authority rows a windowed
-// run judges (by ORDER BY, as uuid has no min/max aggregate).
-func (p *plan) windowKeysQuery(w *window) (string, []any) {
-	return "WITH w AS MATERIALIZED (SELECT " + p.aKey + " AS k FROM " + p.aTable +
-		" WHERE " + p.aCreated + " >= $1 AND " + p.aCreated + " < $2)" +
-		" SELECT (SELECT k FROM w ORDER BY k LIMIT 1), (SELECT k FROM w ORDER BY k DESC LIMIT 1)", []any{w.from, w.cut}
+// run judges, in one pass over the created_at index range: min and max of
+// the keys (of their text in C order for uuid keys, which have no min and
+// max but whose text sorts as they do). OFFSET 0 keeps the planner from
+// answering min and max by walking the key index from each end, which
+// filters every row outside the window on the way (1 s against 10 ms on
+// the benchmark's 10M rows).
+func (p *plan) windowKeysQuery(w *window, kt keyType) (string, []any) {
+	keys := "(SELECT " + p.aKey + " AS k FROM " + p.aTable + " WHERE " + p.aCreated + " >= $1 AND " + p.aCreated + " < $2 OFFSET 0) w"
+	if kt == keyUUID {
+		return `SELECT min(k::text COLLATE "C")::uuid, max(k::text COLLATE "C")::uuid FROM ` + keys, []any{w.from, w.cut}
+	}
+	return "SELECT min(k), max(k) FROM " + keys, []any{w.from, w.cut}
 }
 
 func (p *plan) targetChunkQuery(lo, hi bound, kt keyType) (string, []any) {

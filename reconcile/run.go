@@ -277,7 +277,7 @@ func columnType(ctx context.Context, query queryFunc, sql string) (keyType, erro
 }
 
 func (r *runner) windowKeys(ctx context.Context, kmin, kmax *key) (bool, error) {
-	q, args := r.p.windowKeysQuery(r.w)
+	q, args := r.p.windowKeysQuery(r.w, r.kt)
 	rows, err := r.p.authority.Query(ctx, q, args...)
 	if err != nil {
 		return false, fmt.Errorf("find the window's key range: %w", err)

@@ -197,6 +197,20 @@ func child(ctx context.Context, mode, aURL, bURL string, rows int, keys string, 
 		}
 		defer p.Close()
 		pools[name] = p
+		// The exporter's pools stay open between runs: connect both of a
+		// pool's sessions before the clock starts, so that a run is timed,
+		// not the connections.
+		conns := make([]*pgxpool.Conn, 0, db.MaxConnections)
+		for range db.MaxConnections {
+			c, err := p.Acquire(ctx)
+			if err != nil {
+				return fmt.Errorf("connect %s: %w", name, err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			c.Release()
+		}
 	}
 	out := outcome{Mode: mode}
 	if bufferedReads {
