@@ -16,15 +16,15 @@ import (
 )
 
 // A run over integer or uuid keys (a full sweep, or the key range of a
-// window's rows) compares summaries of key ranges, not rows,
-// as data-diff does but with an integer hash and a wide fan-out. A chunk
-// of the key space, sized to chunk_time, is cut into buckets of about
-// leafRows keys' rows, and each side summarises every bucket of the chunk
-// in one query: a count and the sum of hashint8extended(key, version),
-// (uuid_hash_extended for uuid keys) computed by the server over an index
-// range per bucket (a LATERAL
-// aggregate: cheaper than grouping the whole range, whose hash aggregate
-// cost the server as much again). The authority's query also summarises
+// window's rows) compares summaries of key ranges, not rows, as data-diff
+// does but with an integer hash and a wide fan-out. A chunk of the key
+// space, sized to chunk_time, is cut into buckets of about bucketRows
+// rows, and each side summarises every bucket of the chunk in one query:
+// a count and the sum of hashint8extended(key, version)
+// (uuid_hash_extended for uuid keys), computed by the server over an
+// index range per bucket (a LATERAL aggregate: cheaper than grouping the
+// whole range, whose hash aggregate cost the server as much again). The
+// authority's query also summarises
 // the outbox rows of each bucket. A bucket is clean when
 //
 //   - the target's summary equals the authority's: the target holds exactly
