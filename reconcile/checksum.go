@@ -24,8 +24,8 @@ import (
 // (uuid_hash_extended for uuid keys), computed by the server over an
 // index range per bucket (a LATERAL aggregate: cheaper than grouping the
 // whole range, whose hash aggregate cost the server as much again). The
-// authority's query also summarises
-// the outbox rows of each bucket. A bucket is clean when
+// authority's query also summarises the outbox rows of each bucket. A
+// bucket is clean when
 //
 //   - the target's summary equals the authority's: the target holds exactly
 //     the authority's keys at their versions, so nothing is missing, stale
