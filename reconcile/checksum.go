@@ -494,18 +494,8 @@ func (r *runner) readRanges(ctx context.Context, spans []span) error {
 	var ts []tRow
 	readAuthority := func(ctx context.Context) error {
 		q, args := r.p.authorityRangesQuery(r.w, r.kt, los, his)
-		err := pgx.BeginTxFunc(ctx, r.p.authority, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, mergePlanSettings); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, q, prepared(args)...)
-			if err != nil {
-				return err
-			}
-			as, err = r.scanAuthority(rows, r.aBuf[:0])
-			return err
-		})
-		if err != nil {
+		var err error
+		if as, err = r.queryAuthority(ctx, q, args, r.aBuf[:0]); err != nil {
 			return fmt.Errorf("read authority rows of %d ranges: %w", len(spans), err)
 		}
 		r.aBuf = as
@@ -515,14 +505,10 @@ func (r *runner) readRanges(ctx context.Context, spans []span) error {
 		if r.p.target == nil {
 			return nil
 		}
-		rows, err := r.p.target.Query(ctx, r.p.targetRangesQuery(r.kt), prepared([]any{los, his})...)
-		if err == nil {
-			ts, err = r.scanTarget(rows, r.tBuf[:0])
-		}
-		if err != nil {
+		var err error
+		if ts, err = r.queryTarget(ctx, r.p.targetRangesQuery(r.kt), []any{los, his}); err != nil {
 			return fmt.Errorf("read target rows of %d ranges: %w", len(spans), err)
 		}
-		r.tBuf = ts
 		return nil
 	}
 	if err := r.bothSides(ctx, readAuthority, readTarget); err != nil {

@@ -340,6 +340,17 @@ func (r *runner) resize(took time.Duration) {
 // and parallel workers would only add processes to a background job.
 func (r *runner) fetchAuthority(ctx context.Context, lo, limit bound, n int, buf []aRow) ([]aRow, error) {
 	q, args := r.p.chunkQuery(r.w, lo, limit, n, r.kt)
+	out, err := r.queryAuthority(ctx, q, args, buf)
+	if err != nil {
+		return nil, fmt.Errorf("read authority chunk: %w", err)
+	}
+	return out, nil
+}
+
+// queryAuthority runs an authority query (joined with the outbox) in a
+// read-only transaction with the merge-plan settings and decodes its rows
+// into buf.
+func (r *runner) queryAuthority(ctx context.Context, q string, args []any, buf []aRow) ([]aRow, error) {
 	var out []aRow
 	err := pgx.BeginTxFunc(ctx, r.p.authority, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, mergePlanSettings); err != nil {
@@ -352,10 +363,7 @@ func (r *runner) fetchAuthority(ctx context.Context, lo, limit bound, n int, buf
 		out, err = r.scanAuthority(rows, buf)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read authority chunk: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // mergePlanSettings make a chunk's join a merge join of index scans, in
@@ -416,13 +424,23 @@ func rank(s OutboxState) int {
 
 func (r *runner) fetchTarget(ctx context.Context, lo, hi bound) ([]tRow, error) {
 	q, args := r.p.targetChunkQuery(lo, hi, r.kt)
-	rows, err := r.p.target.Query(ctx, q, prepared(args)...)
+	out, err := r.queryTarget(ctx, q, args)
 	if err != nil {
 		return nil, fmt.Errorf("read target chunk: %w", err)
 	}
+	return out, nil
+}
+
+// queryTarget runs a target query and decodes its rows into the reused
+// target buffer.
+func (r *runner) queryTarget(ctx context.Context, q string, args []any) ([]tRow, error) {
+	rows, err := r.p.target.Query(ctx, q, prepared(args)...)
+	if err != nil {
+		return nil, err
+	}
 	out, err := r.scanTarget(rows, r.tBuf[:0])
 	if err != nil {
-		return nil, fmt.Errorf("read target chunk: %w", err)
+		return nil, err
 	}
 	r.tBuf = out
 	return out, nil
