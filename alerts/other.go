@@ -2,6 +2,8 @@ package alerts
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +23,7 @@ const reconcileMissedRuns = 3
 // consumerAlerts page when a consumer group lags behind its deadline.
 func (b *builder) consumerAlerts() []Rule {
 	var rules []Rule
-	for _, name := range sortedKeys(b.cfg.Kafka) {
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Kafka)) {
 		sel := b.selector(eq("cluster", name))
 		rules = append(rules, b.alert("OutboxConsumerLagAboveDeadline", SeverityCritical,
 			fmt.Sprintf("max by (job, cluster, group, topic) (outbox_consumer_lag_seconds%s)\n> on (job, cluster, group) group_left ()\nmax by (job, cluster, group) (outbox_consumer_deadline_seconds%s)", sel, sel),
@@ -53,7 +55,7 @@ func (b *builder) reconcileAlerts() []Rule {
 			"Reconcile job {{ $labels.reconcile }} found {{ $value }} gaps of kind {{ $labels.kind }} between the authority and the target.",
 			nil),
 	}
-	for _, name := range sortedKeys(b.cfg.Reconcile) {
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
 		r := b.cfg.Reconcile[name]
 		every := ScheduleInterval(r.Schedule)
 		limit := time.Duration(reconcileMissedRuns) * every

@@ -2,6 +2,8 @@ package alerts
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -11,7 +13,7 @@ import (
 // deadline, leases, unknown results and dead rows.
 func (b *builder) outboxAlerts() []Rule {
 	var rules []Rule
-	for _, name := range sortedKeys(b.cfg.Outboxes) {
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Outboxes)) {
 		o := b.cfg.Outboxes[name]
 		by := strings.Join(outboxBy(o), ", ")
 		sel := b.selector(eq("outbox", name))

@@ -207,16 +207,6 @@ func (b *builder) alert(name, severity, expr, forDur, summary, description strin
 	}
 }
 
-// sortedKeys returns m's keys in order, so that output is stable.
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // outboxBy returns the grouping labels of an outbox's per-label metrics.
 func outboxBy(o *config.Outbox) []string {
 	by := []string{"job", "outbox"}

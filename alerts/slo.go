@@ -2,6 +2,8 @@ package alerts
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 )
 
@@ -62,7 +64,7 @@ func (b *builder) anySLO() bool {
 // whose publish time is known, against its own objective.
 func (b *builder) sloAlerts() []Rule {
 	var rules []Rule
-	for _, name := range sortedKeys(b.cfg.Outboxes) {
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Outboxes)) {
 		o := b.cfg.Outboxes[name]
 		if o.PublishedAt == "" {
 			continue

@@ -12,7 +12,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
@@ -87,7 +88,7 @@ func derefString(s *string) string {
 func outboxLabels(cfg *config.Config) []string {
 	var names []string
 	seen := map[string]bool{}
-	for _, name := range sortedKeys(cfg.Outboxes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		for _, l := range cfg.Outboxes[name].Labels {
 			if !seen[l.Name] {
 				seen[l.Name] = true
@@ -105,13 +106,4 @@ func legend(labels ...string) string {
 		parts[i] = "{{" + l + "}}"
 	}
 	return strings.Join(parts, " ")
-}
-
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,6 +2,8 @@ package dashboards
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,7 +106,7 @@ func latencyQuantile(q string) target {
 // time is known, each against its own objective.
 func sloTargets(cfg *config.Config) []target {
 	var ts []target
-	for _, name := range sortedKeys(cfg.Outboxes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
 		if o.PublishedAt == "" {
 			continue

@@ -24,11 +24,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
+	"github.com/outbox-exporter/outbox_exporter/demo"
+	"github.com/outbox-exporter/outbox_exporter/generate"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
-	"github.com/outbox-exporter/outbox_exporter/internal/generate"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
-	"github.com/outbox-exporter/outbox_exporter/internal/server"
+	"github.com/outbox-exporter/outbox_exporter/web"
 )
 
 const (
@@ -311,7 +311,7 @@ func requireVersion(t *testing.T, bin, want string) {
 func startExporter(t *testing.T, cfgFile string, logger *slog.Logger) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Options{ConfigFile: cfgFile, ScrapeTimeout: 10 * time.Second,
+	srv, err := web.New(ctx, web.Options{ConfigFile: cfgFile, ScrapeTimeout: 10 * time.Second,
 		TimeoutOffset: 300 * time.Millisecond, Logger: logger})
 	if err != nil {
 		cancel()

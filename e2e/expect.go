@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
+	"github.com/outbox-exporter/outbox_exporter/demo"
 )
 
 // AlertKey identifies an alert as the test tells them apart: its name and,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
+	"github.com/outbox-exporter/outbox_exporter/demo"
 )
 
 func TestShortFor(t *testing.T) {

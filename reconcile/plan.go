@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 

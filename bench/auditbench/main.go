@@ -1,4 +1,4 @@
-// Command auditbench measures the publish audit (internal/audit) against a
+// Command auditbench measures the publish audit (collectors/audit) against a
 // baseline measured in the same run, and prints a table.
 //
 // Tail passes: a kfake broker, in a child process so that its CPU is not
@@ -40,7 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/audit"
+	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 )

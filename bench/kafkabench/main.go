@@ -36,7 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/collectors/kafka"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 )
@@ -289,7 +289,7 @@ func run(groups, partitions, topics, records, batch, brokers, reps int) (row, er
 		lagCold = append(lagCold, d)
 		cpuLagCold = append(cpuLagCold, lastCPU)
 
-		coll, err := collectors.NewKafka("bench", k, logger)
+		coll, err := kafka.NewCollector("bench", k, logger)
 		if err != nil {
 			return r, err
 		}
@@ -392,7 +392,7 @@ func timeLag(ctx context.Context, adm *kadm.Client, groups []string) (time.Durat
 	return d, nil
 }
 
-func timeCollect(ctx context.Context, c *collectors.Kafka) (time.Duration, int, error) {
+func timeCollect(ctx context.Context, c *kafka.Collector) (time.Duration, int, error) {
 	ch := make(chan prometheus.Metric, 1<<14)
 	done := make(chan int)
 	go func() {

@@ -28,9 +28,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
@@ -152,7 +151,7 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 		}
 		oc := *o
 		oc.MaxCount = sc.maxCount
-		c := collectors.NewOutbox("messages", &oc, ro, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		c := outbox.NewCollector("messages", &oc, ro, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		var capped bool
 		collect, best, err := median(runs, func() error {
 			ch := make(chan prometheus.Metric, 4096)

@@ -33,7 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
+	"github.com/outbox-exporter/outbox_exporter/demo"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/app"
+	"github.com/outbox-exporter/outbox_exporter/app"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/outbox"
 )
 
 // check validates the configuration, connects to every database, then
@@ -34,7 +35,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	}
 	defer app.ClosePools(pools)
 	ok := true
-	for _, name := range sortedKeys(cfg.Databases) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
 		var one int
 		if err := pools[name].QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 			fmt.Fprintf(stdout, "database %s (%s): FAIL cannot connect: %v\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()), err)
@@ -43,7 +44,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 		}
 		fmt.Fprintf(stdout, "database %s (%s): OK\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()))
 	}
-	for _, name := range sortedKeys(cfg.Outboxes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
 		r, err := outbox.Check(ctx, pools[o.Database], name, o)
 		if err != nil {
@@ -63,13 +64,4 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	}
 	fmt.Fprintln(stdout, "check: OK")
 	return 0
-}
-
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -76,7 +78,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
 // wants. It reports whether everything holds.
 func checkReconcile(ctx context.Context, w io.Writer, cfg *config.Config, pools map[string]*pgxpool.Pool) bool {
 	ok := true
-	for _, job := range sortedKeys(cfg.Reconcile) {
+	for _, job := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
 		var problems, statements, hints []string
 		for _, n := range reconcileNeeds(job, cfg.Reconcile[job], cfg) {
 			pool := pools[n.database]

@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/exporter-toolkit/web"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
-	"github.com/outbox-exporter/outbox_exporter/internal/server"
+	"github.com/outbox-exporter/outbox_exporter/demo"
+	"github.com/outbox-exporter/outbox_exporter/web"
 )
 
 // demoCmd runs a self-contained pipeline with scripted faults and the
@@ -46,7 +46,7 @@ func (c *cli) demoCmd(ctx context.Context, stdout io.Writer, logger *slog.Logger
 		logger.Error("write demo config", "err", err)
 		return 1
 	}
-	srv, err := server.New(ctx, server.Options{ConfigFile: cfgFile, TelemetryPath: c.telemetryPath, ScrapeTimeout: c.scrapeTimeout, TimeoutOffset: c.timeoutOffset, Logger: logger})
+	srv, err := web.New(ctx, web.Options{ConfigFile: cfgFile, TelemetryPath: c.telemetryPath, ScrapeTimeout: c.scrapeTimeout, TimeoutOffset: c.timeoutOffset, Logger: logger})
 	if err != nil {
 		logger.Error("exporter did not start on the demo", "err", err)
 		return 1
@@ -55,7 +55,7 @@ func (c *cli) demoCmd(ctx context.Context, stdout io.Writer, logger *slog.Logger
 
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(httpSrv, c.demoWeb, logger) }()
+	go func() { errc <- toolkit.ListenAndServe(httpSrv, c.demoWeb, logger) }()
 
 	base := "http://" + displayAddr((*c.demoWeb.WebListenAddresses)[0])
 	say("")

@@ -5,8 +5,8 @@ import (
 	"io"
 	"sort"
 
+	"github.com/outbox-exporter/outbox_exporter/generate"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/generate"
 )
 
 // generateCmd writes the dashboards and rule files made for the

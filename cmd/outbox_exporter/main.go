@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
-	"github.com/outbox-exporter/outbox_exporter/internal/server"
+	"github.com/outbox-exporter/outbox_exporter/demo"
+	"github.com/outbox-exporter/outbox_exporter/web"
 )
 
 // DefaultListenAddress is the exporter's port.
@@ -44,7 +44,7 @@ type cli struct {
 	telemetryPath string
 	scrapeTimeout time.Duration
 	timeoutOffset time.Duration
-	web           *web.FlagConfig
+	web           *toolkit.FlagConfig
 	log           *promslog.Config
 
 	reconcileJob    string
@@ -53,7 +53,7 @@ type cli struct {
 	generateOut     string
 	demoBrokers     []string
 	demoFaultEvery  time.Duration
-	demoWeb         *web.FlagConfig
+	demoWeb         *toolkit.FlagConfig
 }
 
 // exitCode carries kingpin's requested exit (after --help or --version)
@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 
 func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 	logger.Info("starting outbox_exporter", "version", version.Info(), "build", version.BuildContext())
-	srv, err := server.New(ctx, server.Options{
+	srv, err := web.New(ctx, web.Options{
 		ConfigFile:    c.configFile,
 		TelemetryPath: c.telemetryPath,
 		ScrapeTimeout: c.scrapeTimeout,
@@ -166,7 +166,7 @@ func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(httpSrv, c.web, logger) }()
+	go func() { errc <- toolkit.ListenAndServe(httpSrv, c.web, logger) }()
 	select {
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/app"
+	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/reconcile"
 )
@@ -23,7 +25,7 @@ func (c *cli) reconcileCmd(ctx context.Context, stdout, stderr io.Writer, logger
 		fmt.Fprintln(stderr, err)
 		return reconcile.ExitError
 	}
-	jobs := sortedKeys(cfg.Reconcile)
+	jobs := slices.Sorted(maps.Keys(cfg.Reconcile))
 	if c.reconcileJob != "" {
 		if _, ok := cfg.Reconcile[c.reconcileJob]; !ok {
 			fmt.Fprintf(stderr, "reconcile: job %q is not configured; configured jobs: %v\n", c.reconcileJob, jobs)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outbox-exporter/outbox_exporter/demo"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/demo"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )

@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,22 +158,13 @@ func (v *validator) database(path, name string) {
 	}
 }
 
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // CronParser parses reconcile schedules: standard five-field specs and
 // descriptors such as "@every 5m" and "@daily".
 var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 func (c *Config) validate() Errors {
 	v := &validator{c: c}
-	for _, name := range sortedKeys(c.Databases) {
+	for _, name := range slices.Sorted(maps.Keys(c.Databases)) {
 		db, p := c.Databases[name], "databases."+name
 		if !nameRe.MatchString(name) {
 			v.fail(p, "%q is not a valid name", name)
@@ -182,16 +174,16 @@ func (c *Config) validate() Errors {
 			v.fail(p+".max_connections", "must be at least 1, got %d", db.MaxConnections)
 		}
 	}
-	for _, name := range sortedKeys(c.Outboxes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Outboxes)) {
 		v.outbox("outboxes."+name, name, c.Outboxes[name])
 	}
-	for _, name := range sortedKeys(c.Kafka) {
+	for _, name := range slices.Sorted(maps.Keys(c.Kafka)) {
 		v.kafka("kafka."+name, c.Kafka[name])
 	}
-	for _, name := range sortedKeys(c.Reconcile) {
+	for _, name := range slices.Sorted(maps.Keys(c.Reconcile)) {
 		v.reconcile("reconcile."+name, c.Reconcile[name])
 	}
-	for _, name := range sortedKeys(c.Audit) {
+	for _, name := range slices.Sorted(maps.Keys(c.Audit)) {
 		v.audit("audit."+name, name, c.Audit[name])
 	}
 	return v.errs
@@ -278,7 +270,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if len(o.Deadlines) > 0 && len(o.Labels) == 0 {
 		v.fail(p+".deadlines", "overrides by the first label's value need labels")
 	}
-	for _, k := range sortedKeys(o.Deadlines) {
+	for _, k := range slices.Sorted(maps.Keys(o.Deadlines)) {
 		if o.Deadlines[k] <= 0 {
 			v.fail(p+".deadlines."+k, "must be positive")
 		}

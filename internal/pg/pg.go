@@ -44,9 +44,10 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > db.StatementTimeout {
 		pc.ConnConfig.ConnectTimeout = db.StatementTimeout
 	}
-	// The extended protocol's statement cache would keep server-side
-	// prepared statements per session; the exporter's queries are few and
-	// built once, so describe-exec is enough and survives DDL on the table.
+	// Ad-hoc statements (check, the page's stuck rows) cache only their
+	// descriptions, which survives DDL on the table; the hot queries that
+	// benefit from a server-side plan (the outbox sampler's, reconcile's)
+	// prepare themselves per connection or ask for the statement cache.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	return pc, nil
 }

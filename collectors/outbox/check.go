@@ -1,0 +1,353 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// CheckItem is one thing check verified.
+type CheckItem struct {
+	What   string `json:"what"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// CheckReport is what check found for one outbox.
+type CheckReport struct {
+	Outbox string      `json:"outbox"`
+	Table  string      `json:"table"`
+	Items  []CheckItem `json:"items"`
+	// Statements are the CREATE INDEX statements the outbox's queries
+	// want; check is not OK until they exist.
+	Statements []string `json:"statements,omitempty"`
+	// Notes are advice that does not make the report fail.
+	Notes []string `json:"notes,omitempty"`
+	OK    bool     `json:"ok"`
+}
+
+func (r *CheckReport) add(ok bool, what, format string, args ...any) {
+	r.Items = append(r.Items, CheckItem{What: what, OK: ok, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Text renders the report for a person at a terminal.
+func (r *CheckReport) Text() string {
+	var b strings.Builder
+	verdict := "OK"
+	if !r.OK {
+		verdict = "NOT OK"
+	}
+	fmt.Fprintf(&b, "outbox %s (table %s): %s\n", r.Outbox, r.Table, verdict)
+	for _, it := range r.Items {
+		mark := "ok  "
+		if !it.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "  %s %s", mark, it.What)
+		if it.Detail != "" {
+			fmt.Fprintf(&b, ": %s", it.Detail)
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note %s\n", n)
+	}
+	if len(r.Statements) > 0 {
+		b.WriteString("  create these indexes (they do not block writes):\n")
+		for _, s := range r.Statements {
+			fmt.Fprintf(&b, "    %s\n", s)
+		}
+	}
+	return b.String()
+}
+
+// columnNeed is what a configured column must be.
+type columnNeed struct {
+	key, column string
+	ok          func(Column) bool
+	want        string
+}
+
+func anyType(Column) bool { return true }
+
+func (o columnNeed) check(r *CheckReport, cols map[string]Column) {
+	c, found := cols[o.column]
+	what := fmt.Sprintf("column %s = %s", o.key, o.column)
+	switch {
+	case !found:
+		r.add(false, what, "does not exist in %s", r.Table)
+	case !o.ok(c):
+		r.add(false, what, "is %s, want %s", c.Type, o.want)
+	default:
+		r.add(true, what, "%s", c.Type)
+	}
+}
+
+// Check verifies outbox name on pool: the table exists, each configured
+// column exists with a suitable type, and each query the configuration
+// implies can be served by an index rather than reading the table's
+// published history. It returns an error only when it could not ask the
+// database; what it finds wrong is in the report.
+//
+// The plans are asked with EXPLAIN (never ANALYZE) inside a read-only
+// transaction with enable_seqscan off: a small table is read sequentially
+// whatever indexes it has, so the question asked is "can an index serve
+// this query", which is what matters once the table is large.
+func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbox) (*CheckReport, error) {
+	r := &CheckReport{Outbox: name, Table: o.Table}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("check outbox %q: begin: %w", name, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	cols, err := Introspect(ctx, tx, o.Table)
+	if errors.Is(err, ErrNoTable) {
+		r.add(false, "table "+o.Table, "does not exist (or this user may not see it)")
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
+	r.add(true, "table "+o.Table, "exists")
+
+	ts := func(c Column) bool { return c.IsTimestamp() }
+	needs := []columnNeed{
+		{"id", o.ID, anyType, ""},
+		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
+	}
+	for _, l := range o.Labels {
+		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
+	}
+	for _, n := range []columnNeed{
+		{"status", o.Status, func(c Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
+		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
+		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
+		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},
+		{"claimed_at", o.ClaimedAt, ts, "timestamp or timestamptz"},
+		{"attempts", o.Attempts, func(c Column) bool { return c.IsInteger() }, "an integer type"},
+		{"last_error", o.LastError, anyType, ""},
+	} {
+		if n.column != "" {
+			needs = append(needs, n)
+		}
+	}
+	for _, n := range needs {
+		n.check(r, cols)
+	}
+	for _, it := range r.Items {
+		if !it.OK {
+			return r, nil
+		}
+	}
+	spec, err := NewSpec(name, o, cols)
+	if err != nil {
+		r.add(false, "status values", "%v", err)
+		return r, nil
+	}
+
+	idx, err := tableIndexes(ctx, tx, o.Table)
+	if err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
+	indexes := spec.Indexes()
+	dop := o.Style() == config.StyleDeleteOnPublish
+	relname := o.Table[strings.LastIndex(o.Table, ".")+1:]
+	for _, q := range spec.plannedQueries() {
+		plan, err := explain(ctx, tx, q.sql, q.args...)
+		what := "query " + q.name
+		if err != nil {
+			// A bad filter or unknown_when shows here; the transaction is
+			// aborted, so stop asking.
+			r.add(false, what, "does not plan: %v", err)
+			return r, nil
+		}
+		problem := judgePlan(plan, relname, idx, q.rule, dop)
+		ix := indexes[q.index]
+		if problem == "" {
+			r.add(true, what, "served by an index")
+			continue
+		}
+		r.add(false, what, "%s; wants index %s (for %s)", problem, ix.Name, ix.For)
+		stmt := ix.SQL(o.Table)
+		if !slices.Contains(r.Statements, stmt) {
+			r.Statements = append(r.Statements, stmt)
+		}
+	}
+	if r.Notes, err = bloatNotes(ctx, tx, o.Table); err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
+	r.OK = true
+	for _, it := range r.Items {
+		r.OK = r.OK && it.OK
+	}
+	return r, nil
+}
+
+// Bloated reports whether a partial index of size bytes holding about
+// tuples entries was left large by a past backlog: PostgreSQL does not
+// return an emptied index's pages, and scans of it stay several times
+// slower (and its planner cost high enough to compile JIT) until it is
+// rebuilt. A B-tree entry takes tens of bytes; above 100 MiB and 2000
+// bytes per entry the index is over 20 times its size.
+func Bloated(size int64, tuples float64) bool {
+	if size < 100<<20 || tuples < 0 {
+		return false
+	}
+	return float64(size) > 2000*max(tuples, 1)
+}
+
+// bloatNotes advises rebuilding the table's bloated partial indexes.
+func bloatNotes(ctx context.Context, tx pgx.Tx, table string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname::text, pg_relation_size(c.oid), c.reltuples::float8 FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) AND i.indpred IS NOT NULL ORDER BY 1`, pg.Table(table))
+	if err != nil {
+		return nil, fmt.Errorf("read index sizes of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var notes []string
+	for rows.Next() {
+		var (
+			name   string
+			size   int64
+			tuples float64
+		)
+		if err := rows.Scan(&name, &size, &tuples); err != nil {
+			return nil, fmt.Errorf("read index sizes of %s: %w", table, err)
+		}
+		if Bloated(size, tuples) {
+			notes = append(notes, fmt.Sprintf("index %s is %d MiB for about %.0f entries, left large by a past backlog; "+
+				"its scans are slower until it is rebuilt: REINDEX INDEX CONCURRENTLY %s;", name, size>>20, tuples, pg.Ident(name)))
+		}
+	}
+	return notes, rows.Err()
+}
+
+type planRule struct {
+	// ordered: the plan must not sort (the skip-scan needs the index's
+	// order).
+	ordered bool
+	// condOn: the plan must use an index with a condition on this column.
+	condOn string
+}
+
+type plannedQuery struct {
+	name, sql, index string
+	args             []any
+	rule             planRule
+}
+
+// plannedQueries are the queries a sample and a stuck-rows call run, with
+// the index each needs.
+func (s *Spec) plannedQueries() []plannedQuery {
+	qs := []plannedQuery{
+		{name: "state", sql: s.StateQuery(), index: "unpublished"},
+		{name: "oldest", sql: s.OldestQuery(), index: "unpublished", rule: planRule{ordered: true}},
+		{name: "stuck", sql: s.StuckQuery(), index: "unpublished", args: []any{10}},
+	}
+	if q := s.DeadQuery(); q != "" {
+		qs = append(qs, plannedQuery{name: "dead", sql: q, index: "dead"})
+	}
+	if q := s.LeaseQuery(); q != "" {
+		qs = append(qs, plannedQuery{name: "lease", sql: q, index: "lease", args: []any{int64(0)}, rule: planRule{condOn: s.leaseColumn()}})
+	}
+	if q := s.PublishedQuery(); q != "" {
+		qs = append(qs, plannedQuery{name: "published", sql: q, index: "published_at", args: []any{int64(0)},
+			rule: planRule{condOn: s.O.PublishedAt}})
+	}
+	return qs
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON) output check reads.
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	RelationName string     `json:"Relation Name"`
+	IndexName    string     `json:"Index Name"`
+	IndexCond    string     `json:"Index Cond"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func explain(ctx context.Context, tx pgx.Tx, q string, args ...any) (*planNode, error) {
+	var raw []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw); err != nil {
+		return nil, err
+	}
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) == 0 {
+		return nil, fmt.Errorf("read plan: %v", err)
+	}
+	return &out[0].Plan, nil
+}
+
+// tableIndexes maps the table's index names to whether each is partial.
+func tableIndexes(ctx context.Context, tx pgx.Tx, table string) (map[string]bool, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname::text, i.indpred IS NOT NULL FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) AND i.indisvalid`, pg.Table(table))
+	if err != nil {
+		return nil, fmt.Errorf("read indexes of %s: %w", table, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		var partial bool
+		if err := rows.Scan(&n, &partial); err != nil {
+			return nil, fmt.Errorf("read indexes of %s: %w", table, err)
+		}
+		out[n] = partial
+	}
+	return out, rows.Err()
+}
+
+// judgePlan returns why a plan would read more than the rows it needs,
+// or "" when it is served by an index. indexes maps the table's index
+// names to whether each is partial. A scan of the table is fine through a
+// partial index or with an index condition (for a delete-on-publish
+// table, whose rows are all unpublished, through any index); a sequential
+// scan never is.
+func judgePlan(p *planNode, relname string, indexes map[string]bool, rule planRule, dop bool) string {
+	var problems []string
+	condFound := false
+	var walk func(n *planNode)
+	walk = func(n *planNode) {
+		switch {
+		case n.NodeType == "Seq Scan" && n.RelationName == relname:
+			problems = append(problems, "reads the whole table (Seq Scan)")
+		case n.IndexName != "":
+			partial, ours := indexes[n.IndexName]
+			if ours {
+				if rule.condOn != "" && strings.Contains(n.IndexCond, rule.condOn) {
+					condFound = true
+				}
+				if !partial && n.IndexCond == "" && !dop {
+					problems = append(problems, "reads every entry of index "+n.IndexName)
+				}
+			}
+		case rule.ordered && (n.NodeType == "Sort" || n.NodeType == "Incremental Sort"):
+			problems = append(problems, "sorts the rows instead of reading them in index order")
+		}
+		for i := range n.Plans {
+			walk(&n.Plans[i])
+		}
+	}
+	walk(p)
+	if rule.condOn != "" && !condFound {
+		problems = append(problems, "has no index on "+rule.condOn)
+	}
+	sort.Strings(problems)
+	return strings.Join(dedupe(problems), "; ")
+}

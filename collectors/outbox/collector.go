@@ -1,0 +1,168 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// The outbox collector's descriptors. Label columns are per outbox, so
+// these carry only the fixed labels; the per-outbox ones are made by
+// outboxDescs and described with the same names and help.
+var (
+	outboxEventsHelp         = "Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1."
+	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. Exact even while counts are capped."
+	outboxDeadlineHelp       = "The configured notification deadline of these events in seconds."
+	outboxPastDeadlineHelp   = "Unpublished rows older than their deadline. A lower bound while outbox_events_capped is 1."
+	outboxRetriedHelp        = "Unpublished rows with attempts > 0. A lower bound while outbox_events_capped is 1."
+	outboxUnknownHelp        = "Unpublished rows whose publish result is unknown (status in unknown, lease expired after an attempt, or unknown_when): the broker may hold them, so a retry may duplicate them."
+	outboxLeaseExpHelp       = "Distinct (row, lease) expiries observed since the exporter started; each expired lease is counted once."
+	outboxPublishedHelp      = "Rows seen becoming published (published_at set) since the exporter started."
+	outboxPublishedLateHelp  = "Of the rows seen becoming published, those published after their deadline."
+	outboxPublishLatencyHelp = "published_at - created_at of the rows seen becoming published, in seconds."
+	outboxCappedHelp         = "1 when a count of this outbox exceeded max_count at the last collection: outbox_events, outbox_past_deadline_events, outbox_retried_events and outbox_unknown_result_events are then read from at most max_count rows, so they are lower bounds (the oldest ages stay exact). It keeps a collection cheap during a huge backlog."
+
+	outboxLeaseExpDesc = prometheus.NewDesc("outbox_lease_expirations_total", outboxLeaseExpHelp, []string{"outbox"}, nil)
+	outboxLatencyDesc  = prometheus.NewDesc("outbox_publish_latency_seconds", outboxPublishLatencyHelp, []string{"outbox"}, nil)
+	outboxCappedDesc   = prometheus.NewDesc("outbox_events_capped", outboxCappedHelp, []string{"outbox"}, nil)
+	// outboxDescribe are sent by Describe: the label-carrying metrics
+	// with the fixed labels only, so that a registry knows every name.
+	outboxDescribe = []*prometheus.Desc{
+		outboxLeaseExpDesc, outboxLatencyDesc, outboxCappedDesc,
+		prometheus.NewDesc("outbox_events", outboxEventsHelp, []string{"outbox", "state"}, nil),
+		prometheus.NewDesc("outbox_oldest_pending_age_seconds", outboxOldestHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_deadline_seconds", outboxDeadlineHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_past_deadline_events", outboxPastDeadlineHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_retried_events", outboxRetriedHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_unknown_result_events", outboxUnknownHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_published_events_total", outboxPublishedHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_published_late_events_total", outboxPublishedLateHelp, []string{"outbox"}, nil),
+	}
+)
+
+// outboxDescs are the descriptors whose labels include an outbox's label
+// columns.
+type outboxDescs struct {
+	events, oldest, deadline, pastDeadline, retried, unknown, published, late *prometheus.Desc
+}
+
+func newOutboxDescs(labels []string) outboxDescs {
+	l := append([]string{"outbox"}, labels...)
+	ls := append([]string{"outbox", "state"}, labels...)
+	return outboxDescs{
+		events:       prometheus.NewDesc("outbox_events", outboxEventsHelp, ls, nil),
+		oldest:       prometheus.NewDesc("outbox_oldest_pending_age_seconds", outboxOldestHelp, l, nil),
+		deadline:     prometheus.NewDesc("outbox_deadline_seconds", outboxDeadlineHelp, l, nil),
+		pastDeadline: prometheus.NewDesc("outbox_past_deadline_events", outboxPastDeadlineHelp, l, nil),
+		retried:      prometheus.NewDesc("outbox_retried_events", outboxRetriedHelp, l, nil),
+		unknown:      prometheus.NewDesc("outbox_unknown_result_events", outboxUnknownHelp, l, nil),
+		published:    prometheus.NewDesc("outbox_published_events_total", outboxPublishedHelp, l, nil),
+		late:         prometheus.NewDesc("outbox_published_late_events_total", outboxPublishedLateHelp, l, nil),
+	}
+}
+
+// Collector collects one outbox table: its rows by state, the age of the
+// oldest, deadlines, retries, unknown results, expired leases and the
+// rows published since the exporter started.
+type Collector struct {
+	name    string
+	o       *config.Outbox
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	sampler *Sampler
+	descs   outboxDescs
+}
+
+// NewCollector returns the collector of outbox name, reading through pool
+// (from pg.Open, so that its sessions are read-only). It keeps the
+// counters' state between scrapes: make one per outbox for the process's
+// life, not one per scrape.
+func NewCollector(name string, o *config.Outbox, pool *pgxpool.Pool, logger *slog.Logger) *Collector {
+	labels := make([]string, len(o.Labels))
+	for i, l := range o.Labels {
+		labels[i] = l.Name
+	}
+	return &Collector{name: name, o: o, pool: pool, logger: logger,
+		sampler: NewSampler(name, o), descs: newOutboxDescs(labels)}
+}
+
+// Name implements Collector.
+func (c *Collector) Name() string { return "outbox" }
+
+// Target implements Collector.
+func (c *Collector) Target() string { return c.name }
+
+// Describe implements Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range outboxDescribe {
+		ch <- d
+	}
+}
+
+// Update implements Collector. The queries run under ctx, so they are
+// cancelled at the scrape's deadline even if the table is locked.
+func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	snap, err := c.sampler.Sample(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	d := c.descs
+	// Never panic on a value read from the table: the sampler makes label
+	// values valid UTF-8, and a metric that still cannot be built fails
+	// the collection instead.
+	var bad error
+	send := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(desc, t, v, labels...)
+		if err != nil {
+			if bad == nil {
+				bad = fmt.Errorf("outbox %q: build %s: %w", c.name, desc, err)
+			}
+			return
+		}
+		ch <- m
+	}
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		send(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
+		send(desc, prometheus.CounterValue, v, labels...)
+	}
+	for _, s := range snap.Series {
+		l := append([]string{c.name}, s.Labels...)
+		for i, st := range GaugeStates {
+			gauge(d.events, s.Events[i], append([]string{c.name, st.String()}, s.Labels...)...)
+		}
+		gauge(d.oldest, s.OldestAge, l...)
+		gauge(d.deadline, s.Deadline, l...)
+		gauge(d.pastDeadline, s.PastDeadline, l...)
+		gauge(d.retried, s.Retried, l...)
+		gauge(d.unknown, s.Unknown, l...)
+		if c.o.PublishedAt != "" {
+			counter(d.published, float64(s.Published), l...)
+			counter(d.late, float64(s.PublishedLate), l...)
+		}
+	}
+	capped := 0.0
+	if snap.Capped {
+		capped = 1
+	}
+	gauge(outboxCappedDesc, capped, c.name)
+	if c.o.LeaseUntil != "" || c.o.ClaimedAt != "" && c.o.LeaseTTL > 0 {
+		counter(outboxLeaseExpDesc, float64(snap.LeaseExpirations), c.name)
+	}
+	if c.o.PublishedAt != "" {
+		h, err := prometheus.NewConstHistogram(outboxLatencyDesc, snap.LatencyCount, snap.LatencySum,
+			snap.LatencyBuckets, c.name)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("outbox %q: build %s: %w", c.name, outboxLatencyDesc, err)
+		} else if err == nil {
+			ch <- h
+		}
+	}
+	return bad
+}

@@ -1,0 +1,252 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gopkg.in/yaml.v3"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+)
+
+// configMap renders the Kubernetes ConfigMap that carries a config file.
+func configMap(config []byte) ([]byte, error) {
+	cm := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":   "outbox-exporter-config",
+			"labels": map[string]string{"app.kubernetes.io/name": "outbox-exporter"},
+		},
+		"data": map[string]string{"outbox_exporter.yml": string(config)},
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# deploy/example.yml as the exporter's config; kept equal to it by\n# go test ./generate (-update rewrites it).\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(cm); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+func TestKubernetesConfigMapIsCurrent(t *testing.T) {
+	example, err := os.ReadFile(filepath.Join(deployDir, "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := configMap(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(deployDir, "kubernetes", "configmap.yml")
+	if *update {
+		if err := os.WriteFile(p, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("deploy/kubernetes/configmap.yml does not carry deploy/example.yml; run go test ./generate -update")
+	}
+	// And it decodes back to the same bytes.
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(got, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["outbox_exporter.yml"] != string(example) {
+		t.Error("the ConfigMap's outbox_exporter.yml is not deploy/example.yml")
+	}
+}
+
+// TestKubernetesManifests reads the resources the kustomization lists and
+// checks what the issue asks of them: probes, resources, non-root, DSNs
+// from a Secret, the generated rules in the PrometheusRule, and the job
+// label the rules' selector expects. (It reads the YAML itself rather than
+// running kubectl, which the CI machine need not have.)
+func TestKubernetesManifests(t *testing.T) {
+	dir := filepath.Join(deployDir, "kubernetes")
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `yaml:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]map[string]any{}
+	for _, r := range k.Resources {
+		raw, err := os.ReadFile(filepath.Join(dir, r))
+		if err != nil {
+			t.Errorf("kustomization lists %s: %v", r, err)
+			continue
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(raw, &doc); err != nil {
+			t.Errorf("%s: %v", r, err)
+			continue
+		}
+		kind, _ := doc["kind"].(string)
+		kinds[kind] = doc
+	}
+	for _, k := range []string{"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PrometheusRule"} {
+		if kinds[k] == nil {
+			t.Fatalf("the kustomization has no %s", k)
+		}
+	}
+	dep, _ := yaml.Marshal(kinds["Deployment"])
+	for _, want := range []string{
+		"path: /-/healthy", "path: /-/ready", "runAsNonRoot: true", "readOnlyRootFilesystem: true",
+		"allowPrivilegeEscalation: false", "secretKeyRef:", "name: OUTBOX_DSN", "name: SEARCH_DSN",
+		"memory: 256Mi", "--web.listen-address=:9899", "containerPort: 9899", "name: outbox-exporter-config",
+	} {
+		if !strings.Contains(string(dep), want) {
+			t.Errorf("Deployment lacks %q", want)
+		}
+	}
+	sm, _ := yaml.Marshal(kinds["ServiceMonitor"])
+	if !strings.Contains(string(sm), "replacement: outbox_exporter") {
+		t.Error("ServiceMonitor does not set job=outbox_exporter, which alerting.selector expects")
+	}
+	// The PrometheusRule carries exactly the generated rule groups.
+	var rulesFile struct {
+		Groups any `yaml:"groups"`
+	}
+	raw, err = os.ReadFile(filepath.Join(deployDir, filepath.FromSlash(RulesFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &rulesFile); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := yaml.Marshal(rulesFile.Groups)
+	spec, _ := kinds["PrometheusRule"]["spec"].(map[string]any)
+	b, _ := yaml.Marshal(spec["groups"])
+	if !bytes.Equal(a, b) {
+		t.Error("the PrometheusRule's groups differ from deploy/rules/outbox.rules.yml")
+	}
+}
+
+// TestMonitoringRole runs deploy/postgres/monitoring-role.sql on two
+// throwaway databases shaped like the example's and checks, connected as
+// the role, that it reads the granted columns and nothing else, and that
+// its sessions are read-only.
+func TestMonitoringRole(t *testing.T) {
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Fatal("psql is not installed; install it with: apt-get install -y --no-install-recommends postgresql-client")
+	}
+	role := fmt.Sprintf("outbox_monitor_test_%d", time.Now().UnixNano())
+	// Registered first, so it runs after the databases are dropped.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pgtest.ServerURL())
+		if err != nil {
+			t.Errorf("drop role: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	app, search := pgtest.New(t), pgtest.New(t)
+	app.Exec(t, `CREATE TABLE public.outbox (
+		event_id text PRIMARY KEY, created_at timestamptz NOT NULL, event_type text, topic text,
+		status text, published_at timestamptz, lease_until timestamptz, attempts int, last_error text,
+		message_id text, message_version int, payload jsonb)`)
+	app.Exec(t, `CREATE TABLE public.messages (id text PRIMARY KEY, version int, created_at timestamptz, body text)`)
+	app.Exec(t, `INSERT INTO public.outbox VALUES ('e1', now(), 'order.paid', 'orders', 'PENDING', NULL, NULL, 0, NULL, 'm1', 1, '{"secret": 1}')`)
+	app.Exec(t, `INSERT INTO public.messages VALUES ('m1', 1, now(), 'private body')`)
+	search.Exec(t, `CREATE TABLE public.search_index (message_id text PRIMARY KEY, version int, content text)`)
+
+	out, err := exec.Command(psql, app.URL, "-X", "-q",
+		"-v", "role="+role, "-v", "password=s3cret", "-v", "app_db="+app.Name, "-v", "search_db="+search.Name,
+		"-f", filepath.Join(deployDir, "postgres", "monitoring-role.sql")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql -f monitoring-role.sql: %v\n%s", err, out)
+	}
+	// Running it again must work too (it updates the role).
+	if out, err := exec.Command(psql, app.URL, "-X", "-q",
+		"-v", "role="+role, "-v", "password=s3cret", "-v", "app_db="+app.Name, "-v", "search_db="+search.Name,
+		"-f", filepath.Join(deployDir, "postgres", "monitoring-role.sql")).CombinedOutput(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	as := func(db *pgtest.DB) *pgx.Conn {
+		u, err := url.Parse(db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(role, "s3cret")
+		conn, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			t.Fatalf("connect as %s: %v", role, err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		return conn
+	}
+	appConn, searchConn := as(app), as(search)
+	allowed := []struct {
+		conn *pgx.Conn
+		sql  string
+	}{
+		{appConn, `SELECT event_id, created_at, event_type, topic, status, published_at, lease_until, attempts, last_error, message_id, message_version FROM public.outbox`},
+		{appConn, `SELECT id, version, created_at FROM public.messages`},
+		{searchConn, `SELECT message_id, version FROM public.search_index`},
+	}
+	for _, q := range allowed {
+		rows, err := q.conn.Query(ctx, q.sql)
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		}
+		if err != nil {
+			t.Errorf("%s: %v", q.sql, err)
+		}
+	}
+	denied := []struct {
+		conn *pgx.Conn
+		sql  string
+	}{
+		{appConn, `SELECT payload FROM public.outbox`},
+		{appConn, `SELECT body FROM public.messages`},
+		{appConn, `SELECT * FROM public.outbox`},
+		{searchConn, `SELECT content FROM public.search_index`},
+		{appConn, `UPDATE public.outbox SET status = 'PUBLISHED'`},
+		{appConn, `CREATE TABLE public.x (a int)`},
+	}
+	for _, q := range denied {
+		rows, err := q.conn.Query(ctx, q.sql)
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		}
+		if err == nil {
+			t.Errorf("%s succeeded as the monitoring role", q.sql)
+		}
+	}
+	var ro string
+	if err := appConn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil || ro != "on" {
+		t.Errorf("default_transaction_read_only = %q, %v; want on", ro, err)
+	}
+}

@@ -1,0 +1,479 @@
+package generate
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/outbox-exporter/outbox_exporter/alerts"
+	"github.com/outbox-exporter/outbox_exporter/dashboards"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/ from deploy/example.yml")
+
+const deployDir = "../deploy"
+
+// exampleConfig loads deploy/example.yml with fixed DSNs.
+func exampleConfig(t *testing.T) *config.Config {
+	t.Helper()
+	t.Setenv("OUTBOX_DSN", "postgres://outbox_monitor@127.0.0.1:5432/app")
+	t.Setenv("SEARCH_DSN", "postgres://outbox_monitor@127.0.0.1:5432/search")
+	cfg, err := config.Load(filepath.Join(deployDir, "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// requireTool finds a binary the checks run, failing (not skipping) with
+// how to install it when it is missing.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is not installed; install it with: apt-get install -y --no-install-recommends prometheus prometheus-alertmanager", name)
+	}
+	return p
+}
+
+func TestDeployIsCurrent(t *testing.T) {
+	cfg := exampleConfig(t)
+	if *update {
+		if err := Write(cfg, deployDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(deployDir, filepath.FromSlash(name)))
+		if err != nil {
+			t.Errorf("deploy/%s: %v (run go test ./generate -update)", name, err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("deploy/%s is not the current output of generate for deploy/example.yml; run go test ./generate -update", name)
+		}
+	}
+	// A dashboard left behind by an older generator would be provisioned too.
+	entries, err := os.ReadDir(filepath.Join(deployDir, DashboardDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if _, ok := files[DashboardDir+"/"+e.Name()]; !ok {
+			t.Errorf("deploy/%s/%s is not generated any more; remove it", DashboardDir, e.Name())
+		}
+	}
+}
+
+func TestWrite(t *testing.T) {
+	cfg := exampleConfig(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	if err := Write(cfg, dir); err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		written = append(written, filepath.ToSlash(rel))
+		got, _ := os.ReadFile(p)
+		if !bytes.Equal(got, files[filepath.ToSlash(rel)]) {
+			t.Errorf("%s differs from what Files renders", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for name := range files {
+		want = append(want, name)
+	}
+	sort.Strings(want)
+	if strings.Join(written, "\n") != strings.Join(want, "\n") {
+		t.Errorf("wrote\n%s\nwant\n%s", strings.Join(written, "\n"), strings.Join(want, "\n"))
+	}
+	for _, name := range []string{RulesFile, DashboardDir + "/outbox-overview.json", PrometheusRuleFile} {
+		if _, ok := files[name]; !ok {
+			t.Errorf("%s not generated", name)
+		}
+	}
+}
+
+func TestWriteFailureNamesFileAndLeavesNothing(t *testing.T) {
+	cfg := exampleConfig(t)
+	dir := t.TempDir()
+	// A regular file where the dashboards directory belongs: the first
+	// rename fails, and the rules (renamed after it) must stay unwritten.
+	if err := os.WriteFile(filepath.Join(dir, DashboardDir), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Write(cfg, dir)
+	if err == nil {
+		t.Fatal("Write succeeded with a file in the way")
+	}
+	if !strings.Contains(err.Error(), filepath.Join(dir, DashboardDir)) {
+		t.Errorf("error does not name the file: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != DashboardDir {
+			t.Errorf("left %s behind", e.Name())
+		}
+	}
+
+	// An output directory that cannot be created is named too.
+	blocked := filepath.Join(dir, DashboardDir, "sub")
+	if err := Write(cfg, blocked); err == nil || !strings.Contains(err.Error(), blocked) {
+		t.Errorf("error does not name the output directory: %v", err)
+	}
+}
+
+// panelsOf returns the panels of a dashboard's JSON, rows' nested panels
+// included, rows excluded.
+func panelsOf(d map[string]any) []map[string]any {
+	var out []map[string]any
+	var walk func([]any)
+	walk = func(ps []any) {
+		for _, p := range ps {
+			m, _ := p.(map[string]any)
+			if m["type"] == "row" {
+				if sub, ok := m["panels"].([]any); ok {
+					walk(sub)
+				}
+				continue
+			}
+			out = append(out, m)
+		}
+	}
+	ps, _ := d["panels"].([]any)
+	walk(ps)
+	return out
+}
+
+// units the dashboards may use: Grafana unit ids.
+var grafanaUnits = map[string]bool{"s": true, "short": true, "ops": true, "percentunit": true, "bool": true}
+
+var labelValuesRe = regexp.MustCompile(`^label_values\((.+), *([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+
+func generatedDashboards(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, err := Files(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for name, b := range files {
+		if strings.HasPrefix(name, DashboardDir+"/") {
+			out[name] = b
+		}
+	}
+	if len(out) != 5 {
+		t.Fatalf("generated %d dashboards for the example, want 5", len(out))
+	}
+	return out
+}
+
+// TestDashboardsLint checks the rules of grafana/dashboard-linter on the
+// generated JSON, and that every query names only exported metrics.
+func TestDashboardsLint(t *testing.T) {
+	known := exportedMetrics(t)
+	uids := map[string]string{}
+	for name, raw := range generatedDashboards(t) {
+		for _, p := range lintDashboard(raw, known) {
+			t.Errorf("%s: %s", name, p)
+		}
+		var d struct {
+			UID string `json:"uid"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := uids[d.UID]; dup || d.UID == "" {
+			t.Errorf("%s: uid %q missing or shared with %s", name, d.UID, other)
+		}
+		uids[d.UID] = name
+	}
+}
+
+// TestLintDashboardFindsProblems breaks a generated dashboard in the ways
+// the linter rules forbid and checks that lintDashboard notices each.
+func TestLintDashboardFindsProblems(t *testing.T) {
+	known := exportedMetrics(t)
+	raw := generatedDashboards(t)[DashboardDir+"/outbox-consumers.json"]
+	if p := lintDashboard(raw, known); len(p) > 0 {
+		t.Fatalf("the generated dashboard fails: %v", p)
+	}
+	firstPanel := func(d map[string]any) map[string]any { return panelsOf(d)[0] }
+	for _, c := range []struct {
+		name   string
+		break_ func(d map[string]any)
+		want   string
+	}{
+		{"no description", func(d map[string]any) { delete(firstPanel(d), "description") }, "no description"},
+		{"no unit", func(d map[string]any) {
+			delete(firstPanel(d)["fieldConfig"].(map[string]any)["defaults"].(map[string]any), "unit")
+		}, "has unit"},
+		{"fixed datasource", func(d map[string]any) { firstPanel(d)["datasource"] = map[string]any{"uid": "prom-1"} }, "does not use ${datasource}"},
+		{"job not multi", func(d map[string]any) { variable(d, "job")["multi"] = false }, "template-job-rule"},
+		{"instance all value", func(d map[string]any) { variable(d, "instance")["allValue"] = "" }, "template-instance-rule"},
+		{"no datasource variable", func(d map[string]any) { variable(d, "datasource")["name"] = "ds" }, "no datasource variable"},
+		{"editable", func(d map[string]any) { d["editable"] = true }, "editable"},
+		{"raw counter", func(d map[string]any) {
+			firstPanel(d)["targets"].([]any)[0].(map[string]any)["expr"] = `outbox_audit_duplicates_total{job=~"$job", instance=~"$instance"}`
+		}, "outside rate()"},
+	} {
+		var d map[string]any
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		c.break_(d)
+		broken, _ := json.Marshal(d)
+		if p := lintDashboard(broken, known); !strings.Contains(strings.Join(p, "\n"), c.want) {
+			t.Errorf("%s: got %q, want a problem containing %q", c.name, p, c.want)
+		}
+	}
+}
+
+func variable(d map[string]any, name string) map[string]any {
+	for _, v := range d["templating"].(map[string]any)["list"].([]any) {
+		if m := v.(map[string]any); m["name"] == name {
+			return m
+		}
+	}
+	return map[string]any{}
+}
+
+// lintDashboard returns what in a dashboard's JSON breaks the rules of
+// grafana/dashboard-linter (template-datasource-rule, template-job-rule,
+// template-instance-rule, template-label-promql-rule,
+// template-on-time-change-reload-rule, panel-datasource-rule,
+// panel-title-description-rule, panel-units-rule, target-promql-rule,
+// target-rate-interval-rule, target-job-rule, target-instance-rule,
+// target-counter-agg-rule, uneditable-dashboard), and queries that name
+// metrics the exporter does not export.
+func lintDashboard(raw []byte, known *metricSet) []string {
+	var probs []string
+	fail := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	var d map[string]any
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return []string{err.Error()}
+	}
+	if d["editable"] != false {
+		fail("dashboard is editable")
+	}
+	vars := map[string]map[string]any{}
+	tmpl, _ := d["templating"].(map[string]any)
+	list, _ := tmpl["list"].([]any)
+	for _, v := range list {
+		m, _ := v.(map[string]any)
+		n, _ := m["name"].(string)
+		vars[n] = m
+	}
+	if ds := vars["datasource"]; ds == nil || ds["type"] != "datasource" || ds["query"] != "prometheus" || ds["label"] != "Data source" {
+		fail("no datasource variable named datasource of type prometheus labelled Data source: %v", ds)
+	}
+	for _, label := range []string{"job", "instance"} {
+		v := vars[label]
+		if v == nil {
+			fail("no %s variable", label)
+			continue
+		}
+		dsRef, _ := v["datasource"].(map[string]any)
+		if v["type"] != "query" || v["label"] != label || v["multi"] != true || v["includeAll"] != true || v["allValue"] != ".+" || dsRef["uid"] != "${datasource}" {
+			fail("variable %s does not follow template-%s-rule: %v", label, label, v)
+		}
+		if v["refresh"] != float64(dashboard.VariableRefreshOnTimeRangeChanged) {
+			fail("variable %s is not refreshed on time range change", label)
+		}
+		q, _ := v["query"].(string)
+		sm := labelValuesRe.FindStringSubmatch(q)
+		if sm == nil || sm[2] != label {
+			fail("variable %s query %q is not label_values(selector, %s)", label, q, label)
+			continue
+		}
+		for _, p := range checkExpr(dashboardVars.Replace(sm[1]), known, exprRules{}) {
+			fail("variable %s query %q %s", label, q, p)
+		}
+	}
+	panels := panelsOf(d)
+	if len(panels) == 0 {
+		fail("no panels")
+	}
+	ids := map[float64]bool{}
+	for _, p := range panels {
+		title, _ := p["title"].(string)
+		if title == "" {
+			fail("a panel has no title")
+		}
+		if desc, _ := p["description"].(string); desc == "" {
+			fail("panel %q has no description", title)
+		}
+		id, _ := p["id"].(float64)
+		if id == 0 || ids[id] {
+			fail("panel %q id %v missing or repeated", title, p["id"])
+		}
+		ids[id] = true
+		fc, _ := p["fieldConfig"].(map[string]any)
+		defaults, _ := fc["defaults"].(map[string]any)
+		if unit, _ := defaults["unit"].(string); !grafanaUnits[unit] {
+			fail("panel %q has unit %q", title, unit)
+		}
+		if ds, _ := p["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
+			fail("panel %q does not use ${datasource}: %v", title, p["datasource"])
+		}
+		targets, _ := p["targets"].([]any)
+		if len(targets) == 0 {
+			fail("panel %q has no queries", title)
+		}
+		for _, tg := range targets {
+			m, _ := tg.(map[string]any)
+			if ds, _ := m["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
+				fail("panel %q query %v does not use ${datasource}", title, m["refId"])
+			}
+			expr, _ := m["expr"].(string)
+			for _, prob := range checkExpr(expr, known, exprRules{dashboard: true}) {
+				fail("panel %q query %v %s:\n%s", title, m["refId"], prob, expr)
+			}
+		}
+	}
+	return probs
+}
+
+// TestDashboardsRoundTrip loads each generated dashboard back with the
+// SDK. UnmarshalJSONStrict drops every panel in v0.0.22, so this uses
+// json.Unmarshal with the default plugins registered, then Validate.
+func TestDashboardsRoundTrip(t *testing.T) {
+	plugins.RegisterDefaultPlugins()
+	for name, raw := range generatedDashboards(t) {
+		var d dashboard.Dashboard
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Errorf("%s: unmarshal: %v", name, err)
+			continue
+		}
+		if err := d.Validate(); err != nil {
+			t.Errorf("%s: validate: %v", name, err)
+		}
+		again, err := dashboards.Marshal(d)
+		if err != nil {
+			t.Errorf("%s: marshal: %v", name, err)
+			continue
+		}
+		if !bytes.Equal(again, raw) {
+			t.Errorf("%s changes in a round trip through the SDK", name)
+		}
+	}
+}
+
+// exportedMetrics is the exporter's metric list plus what the rules record
+// and Prometheus's own up.
+func exportedMetrics(t *testing.T) *metricSet {
+	t.Helper()
+	known, err := loadMetrics(exportedMetricsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := alerts.Build(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range alerts.RecordNames(rules) {
+		known.names[r] = true
+	}
+	known.names["up"] = true
+	return known
+}
+
+func TestRuleExpressions(t *testing.T) {
+	known := exportedMetrics(t)
+	rules, err := alerts.Build(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := alerts.Exprs(rules)
+	if len(exprs) < 20 {
+		t.Fatalf("only %d rules", len(exprs))
+	}
+	for name, expr := range exprs {
+		for _, p := range checkExpr(expr, known, exprRules{}) {
+			t.Errorf("%s %s:\n%s", name, p, expr)
+		}
+	}
+}
+
+// TestCheckExprFindsProblems proves the checks above can fail.
+func TestCheckExprFindsProblems(t *testing.T) {
+	known, err := loadMetrics(exportedMetricsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash := exprRules{dashboard: true}
+	for _, c := range []struct {
+		expr  string
+		rules exprRules
+		want  string
+	}{
+		{`outbox_events{`, exprRules{}, "does not parse"},
+		{`outbox_nonexistent`, exprRules{}, "does not export"},
+		{`outbox_published_events_total`, exprRules{}, "outside rate()"},
+		{`sum(outbox_publish_latency_seconds_bucket)`, exprRules{}, "outside rate()"},
+		{`rate(outbox_published_events_total{job=~"$job", instance=~"$instance"}[5m])`, dash, "not $__rate_interval"},
+		{`outbox_events{instance=~"$instance"}`, dash, `lacks job`},
+		{`outbox_events{job=~"$job"}`, dash, `lacks instance`},
+		{`outbox_events{job=~"$job", instance=~"$instance"} > $threshold`, dash, "unknown Grafana variable"},
+	} {
+		probs := checkExpr(c.expr, known, c.rules)
+		if !strings.Contains(strings.Join(probs, "\n"), c.want) {
+			t.Errorf("%s: got %q, want a problem containing %q", c.expr, probs, c.want)
+		}
+	}
+	if p := checkExpr(`max by (outbox) (rate(outbox_published_events_total{job=~"$job", instance=~"$instance"}[$__rate_interval]))`, known, dash); len(p) > 0 {
+		t.Errorf("a good expression fails: %v", p)
+	}
+}
+
+func TestPromtoolCheckRules(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	out, err := exec.Command(promtool, "check", "rules", filepath.Join(deployDir, filepath.FromSlash(RulesFile))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}
+
+func TestPromtoolCheckConfig(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	out, err := exec.Command(promtool, "check", "config", filepath.Join(deployDir, "prometheus.yml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check config deploy/prometheus.yml: %v\n%s", err, out)
+	}
+}
+
+func TestAmtoolCheckConfig(t *testing.T) {
+	amtool := requireTool(t, "amtool")
+	out, err := exec.Command(amtool, "check-config", filepath.Join(deployDir, "alertmanager.yml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("amtool check-config deploy/alertmanager.yml: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,36 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Beginner is what ReadOnly needs: a pool, a pooled connection or a conn.
+type Beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// ReadOnly runs fn inside an explicit READ ONLY transaction and rolls it
+// back afterwards. The session default (default_transaction_read_only) can
+// be switched off by SQL the config supplies (a filter calling
+// set_config); a transaction that began READ ONLY cannot be made read-write
+// once its first query ran, so every statement of the exporter runs in
+// one. Nothing is committed: a read-only transaction has nothing to keep.
+func ReadOnly(ctx context.Context, b Beginner, fn func(pgx.Tx) error) (err error) {
+	tx, err := b.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin read-only transaction: %w", err)
+	}
+	defer func() {
+		// Rollback of a read-only transaction discards nothing; its error
+		// matters only when fn worked (a broken connection).
+		rerr := tx.Rollback(context.WithoutCancel(ctx))
+		if err == nil && rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+			err = fmt.Errorf("end read-only transaction: %w", rerr)
+		}
+	}()
+	return fn(tx)
+}

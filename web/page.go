@@ -1,0 +1,381 @@
+package web
+
+import (
+	"embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/version"
+
+	"github.com/outbox-exporter/outbox_exporter/web/history"
+)
+
+//go:embed page.html
+var pageFS embed.FS
+
+var pageTmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"dur":   fmtSeconds,
+	"num":   func(f float64) string { return fmt.Sprintf("%.0f", f) },
+	"query": url.QueryEscape,
+}).ParseFS(pageFS, "page.html"))
+
+// Status colours a part of the pipeline against its deadline.
+type Status string
+
+const (
+	OK      Status = "ok"      // green: well within its deadline
+	Warn    Status = "warn"    // amber: past half its deadline, or something needs a look
+	Crit    Status = "crit"    // red: past its deadline, or data lost
+	Unknown Status = "unknown" // grey: no data yet, or its collector failed
+)
+
+// statusFor compares an age with its deadline: red at or past it, amber
+// past half of it.
+func statusFor(age, deadline float64) Status {
+	switch {
+	case deadline <= 0:
+		return Unknown
+	case age >= deadline:
+		return Crit
+	case age >= deadline/2:
+		return Warn
+	}
+	return OK
+}
+
+func worst(ss ...Status) Status {
+	rank := map[Status]int{OK: 0, Unknown: 1, Warn: 2, Crit: 3}
+	w := OK
+	for _, s := range ss {
+		if rank[s] > rank[w] {
+			w = s
+		}
+	}
+	return w
+}
+
+type outboxView struct {
+	Name         string
+	Status       Status
+	OldestAge    float64
+	Deadline     float64
+	PastDeadline float64
+	States       []stateCount
+	Retried      float64
+	Unknown      float64
+	LeaseExpired float64
+	Dead         float64
+	CollectorOK  bool
+	Trend        template.HTML
+	Stuck        []StuckView
+	StuckErr     string
+}
+
+type stateCount struct {
+	State string
+	Count float64
+}
+
+// StuckView is one of the oldest unpublished rows shown on the page.
+type StuckView struct {
+	ID        string
+	State     string
+	Age       float64
+	Attempts  int64
+	LastError string
+}
+
+type groupView struct {
+	Cluster, Group string
+	Status         Status
+	LagSeconds     float64
+	LagMessages    float64
+	Deadline       float64
+	Members        float64
+	Trend          template.HTML
+}
+
+type reconcileView struct {
+	Job         string
+	Status      Status
+	LastSuccess string
+	Rows        float64
+	Gaps        []stateCount
+	Findings    []FindingView
+}
+
+// FindingView is one reconcile finding shown on the page.
+type FindingView struct {
+	Key, Kind, AuthorityVersion, TargetVersion, OutboxState string
+}
+
+type auditView struct {
+	Outbox     string
+	Status     Status
+	Missing    float64
+	Unmarked   float64
+	Duplicates float64
+	Checked    float64
+}
+
+type collectorView struct {
+	Collector, Target string
+	OK                bool
+	Duration          float64
+}
+
+type pageData struct {
+	Version     string
+	Now         time.Time
+	SnapshotAt  time.Time
+	HaveData    bool
+	ReloadOK    bool
+	Telemetry   string
+	RunbookURL  string
+	Outboxes    []outboxView
+	Groups      []groupView
+	Reconciles  []reconcileView
+	Audits      []auditView
+	Collectors  []collectorView
+	HistoryNote string
+}
+
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	d := s.pageData(r)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pageTmpl.Execute(w, d); err != nil {
+		s.log.Error("render page", "err", err)
+	}
+}
+
+func (s *Server) pageData(r *http.Request) pageData {
+	now := time.Now()
+	d := pageData{
+		Version:    versionString(),
+		Now:        now,
+		Telemetry:  s.opts.TelemetryPath,
+		RunbookURL: "https://github.com/outbox-exporter/outbox_exporter/blob/main/deploy/runbook.md",
+		ReloadOK:   gaugeValue(s.reloadOK) == 1,
+		HistoryNote: fmt.Sprintf("Trends: the last %s, one point per %s, kept in memory.",
+			fmtSeconds((time.Duration(s.rec.history.Points) * s.rec.history.Step).Seconds()), fmtSeconds(s.rec.history.Step.Seconds())),
+	}
+	a := s.App()
+	if a != nil && a.Config.Alerting.RunbookURL != "" {
+		d.RunbookURL = a.Config.Alerting.RunbookURL
+	}
+	snap := s.rec.snapshot()
+	if snap == nil {
+		return d
+	}
+	d.HaveData = true
+	d.SnapshotAt = snap.At
+	collectorOK := map[string]bool{}
+	for _, smp := range snap.Metrics["outbox_exporter_collector_success"] {
+		c, t := smp.Labels["collector"], smp.Labels["target"]
+		collectorOK[c+"/"+t] = smp.Value == 1
+		dur, _ := snap.Max("outbox_exporter_collector_duration_seconds", map[string]string{"collector": c, "target": t})
+		d.Collectors = append(d.Collectors, collectorView{Collector: c, Target: t, OK: smp.Value == 1, Duration: dur})
+	}
+	sort.Slice(d.Collectors, func(i, j int) bool {
+		return d.Collectors[i].Collector+d.Collectors[i].Target < d.Collectors[j].Collector+d.Collectors[j].Target
+	})
+
+	for _, name := range outboxNames(snap) {
+		m := map[string]string{"outbox": name}
+		v := outboxView{Name: name, CollectorOK: collectorOK["outbox/"+name]}
+		v.Status = OK
+		// The deadline differs per label set: judge each oldest age
+		// against the deadline of its own label set.
+		for _, age := range snap.Get("outbox_oldest_pending_age_seconds", m) {
+			dl, _ := snap.Max("outbox_deadline_seconds", age.Labels)
+			v.Status = worst(v.Status, statusFor(age.Value, dl))
+			if age.Value >= v.OldestAge {
+				v.OldestAge, v.Deadline = age.Value, dl
+			}
+		}
+		if v.Deadline == 0 {
+			v.Deadline, _ = snap.Max("outbox_deadline_seconds", m)
+		}
+		v.PastDeadline = snap.Sum("outbox_past_deadline_events", m)
+		v.Retried = snap.Sum("outbox_retried_events", m)
+		v.Unknown = snap.Sum("outbox_unknown_result_events", m)
+		states := map[string]float64{}
+		for _, smp := range snap.Get("outbox_events", m) {
+			states[smp.Labels["state"]] += smp.Value
+		}
+		for _, st := range []string{"pending", "in_flight", "lease_expired", "dead"} {
+			v.States = append(v.States, stateCount{st, states[st]})
+		}
+		v.LeaseExpired, v.Dead = states["lease_expired"], states["dead"]
+		if v.PastDeadline > 0 {
+			v.Status = worst(v.Status, Crit)
+		}
+		if v.Unknown > 0 || v.LeaseExpired > 0 || v.Dead > 0 {
+			v.Status = worst(v.Status, Warn)
+		}
+		if !v.CollectorOK {
+			v.Status = worst(v.Status, Unknown)
+		}
+		v.Trend = sparkline(s.rec.history.Get(outboxKey(name), now), v.Deadline)
+		if a != nil {
+			v.Stuck, v.StuckErr = s.stuckRows(r, name)
+		}
+		d.Outboxes = append(d.Outboxes, v)
+	}
+
+	for _, smp := range snap.Metrics["outbox_consumer_deadline_seconds"] {
+		c, g := smp.Labels["cluster"], smp.Labels["group"]
+		m := map[string]string{"cluster": c, "group": g}
+		gv := groupView{Cluster: c, Group: g, Deadline: smp.Value}
+		gv.LagSeconds, _ = snap.Max("outbox_consumer_lag_seconds", m)
+		gv.LagMessages = snap.Sum("outbox_consumer_lag_messages", m)
+		gv.Members, _ = snap.Max("outbox_consumer_group_members", m)
+		gv.Status = statusFor(gv.LagSeconds, gv.Deadline)
+		if !collectorOK["kafka/"+c] {
+			gv.Status = worst(gv.Status, Unknown)
+		}
+		gv.Trend = sparkline(s.rec.history.Get(groupKey(c, g), now), gv.Deadline)
+		d.Groups = append(d.Groups, gv)
+	}
+	sort.Slice(d.Groups, func(i, j int) bool {
+		return d.Groups[i].Cluster+d.Groups[i].Group < d.Groups[j].Cluster+d.Groups[j].Group
+	})
+
+	for _, job := range snap.Values("outbox_reconcile_rows_checked", "reconcile") {
+		m := map[string]string{"reconcile": job}
+		rv := reconcileView{Job: job, Status: OK}
+		rv.Rows, _ = snap.Max("outbox_reconcile_rows_checked", m)
+		if ts, ok := snap.Max("outbox_reconcile_last_success_timestamp_seconds", m); ok && ts > 0 {
+			rv.LastSuccess = fmtSeconds(now.Sub(time.Unix(int64(ts), 0)).Seconds()) + " ago"
+		} else {
+			rv.LastSuccess = "never"
+			rv.Status = Unknown
+		}
+		for _, kind := range []string{"missing_outbox", "missing_target", "stale_target", "orphan_target"} {
+			n := snap.Sum("outbox_reconcile_gaps", map[string]string{"reconcile": job, "kind": kind})
+			rv.Gaps = append(rv.Gaps, stateCount{kind, n})
+			if n > 0 {
+				if kind == "missing_outbox" || kind == "missing_target" {
+					rv.Status = worst(rv.Status, Crit)
+				} else {
+					rv.Status = worst(rv.Status, Warn)
+				}
+			}
+		}
+		if !collectorOK["reconcile/"+job] {
+			rv.Status = worst(rv.Status, Unknown)
+		}
+		rv.Findings = s.reconcileFindings(job, 5)
+		d.Reconciles = append(d.Reconciles, rv)
+	}
+
+	for _, o := range snap.Values("outbox_audit_checked_events_total", "outbox") {
+		m := map[string]string{"outbox": o}
+		av := auditView{Outbox: o, Status: OK}
+		av.Missing = snap.Sum("outbox_audit_missing_in_broker_events", m)
+		av.Unmarked = snap.Sum("outbox_audit_unmarked_in_broker_events", m)
+		av.Duplicates = snap.Sum("outbox_audit_duplicates_total", m)
+		av.Checked = snap.Sum("outbox_audit_checked_events_total", m)
+		if av.Missing > 0 {
+			av.Status = Crit
+		} else if av.Unmarked > 0 || av.Duplicates > 0 {
+			av.Status = Warn
+		}
+		d.Audits = append(d.Audits, av)
+	}
+	return d
+}
+
+// versionString is the exporter's version for a person, also for a build
+// without version flags (tests, go run).
+func versionString() string {
+	v := version.Version
+	if v == "" {
+		v = "devel"
+	}
+	if r := version.GetRevision(); r != "" && r != "unknown" {
+		v += " (" + r + ")"
+	}
+	return v
+}
+
+// outboxNames lists the outboxes the last collection reported on, with a
+// deadline series or at least a collector result.
+func outboxNames(snap *Snapshot) []string {
+	names := snap.Values("outbox_deadline_seconds", "outbox")
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[n] = true
+	}
+	for _, smp := range snap.Metrics["outbox_exporter_collector_success"] {
+		if smp.Labels["collector"] == "outbox" && !seen[smp.Labels["target"]] {
+			seen[smp.Labels["target"]] = true
+			names = append(names, smp.Labels["target"])
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// fmtSeconds renders a duration in seconds for a person: 42s, 3m10s, 2h5m.
+func fmtSeconds(sec float64) string {
+	if sec < 0 {
+		sec = 0
+	}
+	d := time.Duration(sec * float64(time.Second)).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return d.String()
+	case d < time.Hour:
+		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+	default:
+		return strings.TrimSuffix(strings.TrimSuffix(d.Round(time.Minute).String(), "0s"), "0m")
+	}
+}
+
+// sparkline draws a series as inline SVG with its deadline as a dashed
+// red line. The output holds only numbers the function formats itself.
+func sparkline(pts []history.Point, deadline float64) template.HTML {
+	const w, h, pad = 180.0, 36.0, 2.0
+	if len(pts) == 0 {
+		return template.HTML(`<svg class="trend" width="180" height="36" role="img" aria-label="no history yet"><text x="4" y="22" font-size="10" fill="#888">no history yet</text></svg>`)
+	}
+	top := deadline * 1.25
+	for _, p := range pts {
+		if p.V > top {
+			top = p.V * 1.05
+		}
+	}
+	if top <= 0 {
+		top = 1
+	}
+	t0, t1 := pts[0].T, pts[len(pts)-1].T
+	span := t1.Sub(t0).Seconds()
+	if span <= 0 {
+		span = 1
+	}
+	y := func(v float64) float64 { return h - pad - (v/top)*(h-2*pad) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="trend" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="trend of the last hour against the deadline">`, w, h, w, h)
+	if deadline > 0 {
+		fmt.Fprintf(&b, `<line x1="0" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#c62828" stroke-dasharray="4 3" stroke-width="1"/>`, w, y(deadline), y(deadline))
+	}
+	b.WriteString(`<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="`)
+	for i, p := range pts {
+		x := pad + (p.T.Sub(t0).Seconds()/span)*(w-2*pad)
+		if len(pts) == 1 {
+			x = w - pad
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.1f,%.1f", x, y(p.V))
+	}
+	b.WriteString(`"/></svg>`)
+	return template.HTML(b.String())
+}

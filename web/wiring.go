@@ -1,0 +1,127 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/app"
+	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
+)
+
+// stuckLimit is how many rows the page shows per outbox; stuckDefault and
+// the API's limit parameter bound /api/v1/stuck.
+const (
+	pageStuckRows = 5
+	stuckDefault  = 20
+	pageQueryTime = 2 * time.Second
+)
+
+func (s *Server) apiRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/stuck", s.serveStuck)
+	mux.HandleFunc("GET /api/v1/reconcile", func(w http.ResponseWriter, r *http.Request) {
+		a := s.App()
+		if a == nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
+			return
+		}
+		a.Reconcile.Handler().ServeHTTP(w, r)
+	})
+	mux.Handle("GET /api/v1/audit", audit.Handler(func(name string) *audit.Auditor {
+		if a := s.App(); a != nil {
+			return a.Audits[name]
+		}
+		return nil
+	}))
+}
+
+// serveStuck answers /api/v1/stuck?outbox=N&limit=K with the oldest
+// unpublished rows.
+func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
+	a := s.App()
+	if a == nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
+		return
+	}
+	name := r.URL.Query().Get("outbox")
+	if name == "" {
+		if names := a.OutboxNames(); len(names) == 1 {
+			name = names[0]
+		} else {
+			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("missing ?outbox=NAME; configured outboxes: %v", names)})
+			return
+		}
+	}
+	limit := stuckDefault
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("limit %q is not a whole number from 1 to 1000", v)})
+			return
+		}
+		limit = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ScrapeTimeout)
+	defer cancel()
+	rows, err := a.Stuck(ctx, name, limit)
+	switch {
+	case errors.Is(err, app.ErrUnknownOutbox):
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
+	case err != nil:
+		s.log.Error("stuck rows", "outbox", name, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, apiError{err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"outbox": name, "rows": rows})
+	}
+}
+
+// stuckRows returns the oldest unpublished rows of an outbox for the page.
+// It is the page's only query; it is bounded by pageQueryTime.
+func (s *Server) stuckRows(r *http.Request, outbox string) ([]StuckView, string) {
+	a := s.App()
+	if a == nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), pageQueryTime)
+	defer cancel()
+	rows, err := a.Stuck(ctx, outbox, pageStuckRows)
+	if err != nil {
+		return nil, "stuck rows unavailable: " + err.Error()
+	}
+	out := make([]StuckView, len(rows))
+	for i, row := range rows {
+		out[i] = StuckView{ID: row.ID, State: row.State.String(), Age: row.AgeSeconds, Attempts: row.Attempts, LastError: row.LastError}
+	}
+	return out, ""
+}
+
+// reconcileFindings returns the first findings of a job's last run.
+func (s *Server) reconcileFindings(job string, n int) []FindingView {
+	a := s.App()
+	if a == nil {
+		return nil
+	}
+	last := a.Reconcile.Last(job)
+	if last == nil {
+		return nil
+	}
+	var out []FindingView
+	for _, f := range last.Findings {
+		if len(out) == n {
+			break
+		}
+		out = append(out, FindingView{Key: f.Key, Kind: string(f.Kind), AuthorityVersion: fmtVersion(f.AuthorityVersion),
+			TargetVersion: fmtVersion(f.TargetVersion), OutboxState: f.OutboxState})
+	}
+	return out
+}
+
+func fmtVersion(v *int64) string {
+	if v == nil {
+		return "—"
+	}
+	return strconv.FormatInt(*v, 10)
+}
