@@ -3,8 +3,6 @@ package collectors
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +10,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 var fakeDesc = prometheus.NewDesc("outbox_fake", "A test metric.", []string{"target"}, nil)
@@ -50,8 +50,6 @@ func (f *fake) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	return nil
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 type scrapeOnce struct {
 	e   *Exporter
 	ctx context.Context
@@ -65,7 +63,7 @@ func (s scrapeOnce) Collect(ch chan<- prometheus.Metric) {
 }
 
 func TestFailingCollectorReportsZeroOthersWork(t *testing.T) {
-	e := NewExporter(quiet(), &fake{target: "a"}, &fake{target: "b", fail: true})
+	e := NewExporter(testutil.Quiet(), &fake{target: "a"}, &fake{target: "b", fail: true})
 	want := `
 # HELP outbox_exporter_collector_success 1 if the last collection of this collector and target worked, 0 if it failed or timed out.
 # TYPE outbox_exporter_collector_success gauge
@@ -76,7 +74,7 @@ outbox_exporter_collector_success{collector="fake",target="b"} 0
 outbox_fake{target="a"} 1
 outbox_fake{target="b"} 1
 `
-	if err := testutil.CollectAndCompare(scrapeOnce{e, context.Background()}, strings.NewReader(want),
+	if err := promtestutil.CollectAndCompare(scrapeOnce{e, context.Background()}, strings.NewReader(want),
 		"outbox_exporter_collector_success", "outbox_fake"); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +85,7 @@ outbox_fake{target="b"} 1
 func TestDeadlineBoundsAStalledCollector(t *testing.T) {
 	stall := &fake{target: "stalled", block: make(chan struct{}), ignores: true}
 	defer close(stall.block)
-	e := NewExporter(quiet(), stall, &fake{target: "ok"})
+	e := NewExporter(testutil.Quiet(), stall, &fake{target: "ok"})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -98,8 +96,8 @@ func TestDeadlineBoundsAStalledCollector(t *testing.T) {
 	got := map[string]float64{}
 	for _, m := range ms {
 		if m.Desc() == successDesc {
-			var pb = metricValue(t, m)
-			got[labelOf(t, m, "target")] = pb
+			var pb = testutil.MetricValue(t, m)
+			got[testutil.LabelOf(t, m, "target")] = pb
 		}
 	}
 	if got["stalled"] != 0 || got["ok"] != 1 {
@@ -110,7 +108,7 @@ func TestDeadlineBoundsAStalledCollector(t *testing.T) {
 // Concurrent scrapes share one collection instead of each running its own.
 func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 	f := &fake{target: "a", block: make(chan struct{})}
-	e := NewExporter(quiet(), f)
+	e := NewExporter(testutil.Quiet(), f)
 	var wg sync.WaitGroup
 	results := make([]int, 20)
 	for i := range results {
@@ -150,11 +148,11 @@ func (p *panicky) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 // A collector that panics fails its own collection; the exporter and the
 // other collectors go on.
 func TestPanickingCollectorFailsAlone(t *testing.T) {
-	e := NewExporter(quiet(), &panicky{fake{target: "bad"}}, &fake{target: "good"})
+	e := NewExporter(testutil.Quiet(), &panicky{fake{target: "bad"}}, &fake{target: "good"})
 	got := map[string]float64{}
 	for _, m := range e.Collect(context.Background()) {
 		if m.Desc() == successDesc {
-			got[labelOf(t, m, "target")] = metricValue(t, m)
+			got[testutil.LabelOf(t, m, "target")] = testutil.MetricValue(t, m)
 		}
 	}
 	if got["bad"] != 0 || got["good"] != 1 {
