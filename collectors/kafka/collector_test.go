@@ -181,25 +181,36 @@ func lagKey(metric, group, topic string) string {
 // the log start, moved by DeleteRecords), and filters on groups and
 // topics.
 func TestKafkaLagExact(t *testing.T) {
-	kc := kafkatest.New(t, 3)
-	k := kafkaCfg(kc.Brokers(), "search-index", "/notify-.*/")
-	k.Topics = []string{"events", "/ev-.*/"}
+	for _, rule := range []string{"", config.UncommittedLogStart} {
+		t.Run("uncommitted="+rule, func(t *testing.T) {
+			onBoth(t, 3, func(t *testing.T, e kenv) { lagExact(t, e, rule) })
+		})
+	}
+}
+
+func lagExact(t *testing.T, e kenv, rule string) {
+	k := kafkaCfg(e.Brokers(), e.pat("search-index"), e.pat("/notify-.*/"))
+	k.Deadlines = map[string]time.Duration{e.n("search-index"): 2 * time.Minute}
+	k.Topics = []string{e.pat("events"), e.pat("/ev-.*/")}
+	k.Uncommitted = rule
 	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 3, 10)
-	seedTopic(t, cl, adm, "ev-2", 1, 5)
-	seedTopic(t, cl, adm, "audit", 1, 5)
+	events, ev2, audit := e.n("events"), e.n("ev-2"), e.n("audit")
+	seedTopic(t, cl, adm, events, 3, 10)
+	seedTopic(t, cl, adm, ev2, 1, 5)
+	seedTopic(t, cl, adm, audit, 1, 5)
 	// Partition 2 keeps offsets 3..9: its log starts at 3.
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: "events", Partition: 2, At: 3})
+	del.Add(kadm.Offset{Topic: events, Partition: 2, At: 3})
 	if _, err := adm.DeleteRecords(kafkaCtx(t), del); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
-	commit(t, adm, "search-index", "events", map[int32]int64{0: 4, 1: 10}) // p2 never committed
-	commit(t, adm, "search-index", "ev-2", map[int32]int64{0: 5})
-	commit(t, adm, "search-index", "audit", map[int32]int64{0: 0}) // filtered out by topics
-	commit(t, adm, "notify-email", "events", map[int32]int64{0: 9, 1: 9, 2: 9})
-	commit(t, adm, "notifyx", "events", map[int32]int64{0: 0}) // regex is anchored: not "notify-"
-	commit(t, adm, "other", "events", map[int32]int64{0: 0})
+	si, ne := e.n("search-index"), e.n("notify-email")
+	commit(t, adm, si, events, map[int32]int64{0: 4, 1: 10}) // p2 never committed
+	commit(t, adm, si, ev2, map[int32]int64{0: 5})
+	commit(t, adm, si, audit, map[int32]int64{0: 0}) // filtered out by topics
+	commit(t, adm, ne, events, map[int32]int64{0: 9, 1: 9, 2: 9})
+	commit(t, adm, e.n("notifyx"), events, map[int32]int64{0: 0}) // regex is anchored: not "notify-"
+	commit(t, adm, e.n("other"), events, map[int32]int64{0: 0})
 
 	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
@@ -209,19 +220,28 @@ func TestKafkaLagExact(t *testing.T) {
 		t.Fatalf("Update: %v", err)
 	}
 	secs := func(offset int) float64 { return now.Sub(kafkaBase.Add(time.Duration(offset) * time.Second)).Seconds() }
+	// p0: 10-4, p1: 0; p2 (uncommitted) counts only by rule, 10-3 from
+	// the log start. Oldest unconsumed: p0 at 4, or p2 at its log start 3.
+	siMsgs, siSecs := 6.0, secs(4)
+	if rule == config.UncommittedLogStart {
+		siMsgs, siSecs = 6+7, secs(3)
+	}
 	want := map[string]float64{
-		// p0: 10-4, p1: 0, p2 (uncommitted): 10-3 from the log start.
-		lagKey("outbox_consumer_lag_messages", "search-index", "events"): 6 + 0 + 7,
-		// Oldest unconsumed: p2 at its log start, offset 3 (p0 is at 4).
-		lagKey("outbox_consumer_lag_seconds", "search-index", "events"):  secs(3),
-		lagKey("outbox_consumer_lag_messages", "search-index", "ev-2"):   0,
-		lagKey("outbox_consumer_lag_seconds", "search-index", "ev-2"):    0,
-		lagKey("outbox_consumer_deadline_seconds", "search-index", ""):   120,
-		lagKey("outbox_consumer_group_members", "search-index", ""):      0,
-		lagKey("outbox_consumer_lag_messages", "notify-email", "events"): 3,
-		lagKey("outbox_consumer_lag_seconds", "notify-email", "events"):  secs(9),
-		lagKey("outbox_consumer_deadline_seconds", "notify-email", ""):   600,
-		lagKey("outbox_consumer_group_members", "notify-email", ""):      0,
+		lagKey("outbox_consumer_lag_messages", si, events):                          siMsgs,
+		lagKey("outbox_consumer_lag_seconds", si, events):                           siSecs,
+		lagKey("outbox_consumer_retention_lost_messages", si, events):               0,
+		lagKey("outbox_consumer_lag_messages", si, ev2):                             0,
+		lagKey("outbox_consumer_lag_seconds", si, ev2):                              0,
+		lagKey("outbox_consumer_retention_lost_messages", si, ev2):                  0,
+		lagKey("outbox_consumer_deadline_seconds", si, ""):                          120,
+		lagKey("outbox_consumer_group_members", si, ""):                             0,
+		lagKey("outbox_consumer_lag_messages", ne, events):                          3,
+		lagKey("outbox_consumer_lag_seconds", ne, events):                           secs(9),
+		lagKey("outbox_consumer_retention_lost_messages", ne, events):               0,
+		lagKey("outbox_consumer_deadline_seconds", ne, ""):                          600,
+		lagKey("outbox_consumer_group_members", ne, ""):                             0,
+		"outbox_consumer_group_info{group=" + si + ",protocol=classic,state=Empty}": 1,
+		"outbox_consumer_group_info{group=" + ne + ",protocol=classic,state=Empty}": 1,
 	}
 	wantSeries(t, got, want, 0.001)
 	if len(got) != len(want) {

@@ -84,7 +84,8 @@ type Probe struct {
 	// returned.
 	Stable int64
 	// Found is true when a data record at or after From was read; Offset
-	// and Timestamp are that first record's.
+	// and Timestamp are that first record's. Timestamp is zero when the
+	// record has none (NO_TIMESTAMP, -1): its age is unknown, not 56 years.
 	Found     bool
 	Offset    int64
 	Timestamp time.Time
@@ -139,6 +140,8 @@ func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 	}
 	switch {
 	case probe == nil:
+	case probe.Found && probe.Offset < o.End && probe.Timestamp.IsZero():
+		// A record without a timestamp: the age is unknown.
 	case probe.Found && probe.Offset < o.End:
 		out.Seconds = max(now.Sub(probe.Timestamp).Seconds(), 0)
 		out.SecondsOK = true
@@ -152,6 +155,33 @@ func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 	return out
 }
 
+// Lost is how many records retention (DeleteRecords, retention.ms or
+// retention.bytes) deleted before the group consumed them: the log start
+// minus the commit, when the commit is below it. The group resumes at the
+// log start (its auto.offset.reset permitting) and never sees them; no
+// offset or time lag shows them.
+func Lost(o Offsets) int64 {
+	if !o.Committed() || !o.StartKnown {
+		return 0
+	}
+	return max(o.Start-o.Commit, 0)
+}
+
+// Uncommitted is the rule for a partition a group never committed to.
+type Uncommitted int
+
+const (
+	// IgnoreUncommitted counts only committed partitions, as kminion and
+	// Burrow do: a new group with auto.offset.reset=latest has nothing
+	// ahead of it, and counting from the log start would page with a lag
+	// as old as the retention.
+	IgnoreUncommitted Uncommitted = iota
+	// FromLogStart counts a never-committed partition from its log start,
+	// in records and seconds: for groups that start at the earliest
+	// offset, where all that is retained is really unconsumed.
+	FromLogStart
+)
+
 // Topic is the lag of one (group, topic).
 type Topic struct {
 	// Messages is the sum over the partitions whose lag is known.
@@ -162,8 +192,9 @@ type Topic struct {
 	Seconds   float64
 	SecondsOK bool
 	// Partial is true when some partition's lag is unknown: the values
-	// are lower bounds.
+	// are lower bounds. Unknown counts those partitions.
 	Partial bool
+	Unknown int
 }
 
 // Sum folds the partitions of one topic.
@@ -173,14 +204,14 @@ func Sum(ps []Partition) Topic {
 		if p.MessagesOK {
 			t.Messages += p.Messages
 			t.MessagesOK = true
-		} else {
-			t.Partial = true
 		}
 		if p.SecondsOK {
 			t.Seconds = max(t.Seconds, p.Seconds)
 			t.SecondsOK = true
-		} else {
+		}
+		if !p.MessagesOK || !p.SecondsOK {
 			t.Partial = true
+			t.Unknown++
 		}
 	}
 	return t
@@ -264,4 +295,24 @@ func TopicFilter(patterns []Matcher) func(string) bool {
 		}
 		return false
 	}
+}
+
+// Unsupported returns the listed groups that match patterns but are of a
+// type SelectGroups leaves out (share, streams, or one this version does
+// not know), so the caller can say so instead of dropping them silently.
+func Unsupported(listed []Listed, patterns []Matcher) []Listed {
+	var out []Listed
+	for _, g := range listed {
+		switch g.Type {
+		case "", TypeClassic, TypeConsumer:
+			continue
+		}
+		for _, p := range patterns {
+			if p.Match(g.Name) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -239,6 +239,11 @@ func (b *Broker) writeConfig(ports []int, o Options) error {
 		"log.initial.task.delay.ms": "0",
 		"log.cleaner.backoff.ms":    "500",
 		"auto.create.topics.enable": "false",
+		// Tests write records with old timestamps: the default 7-day
+		// retention would delete them as soon as a segment rolls. A
+		// test wanting retention sets retention.ms on its topic.
+		"log.retention.ms":    "-1",
+		"log.retention.bytes": "-1",
 	}
 	if o.SegmentBytes > 0 {
 		props["log.segment.bytes"] = strconv.Itoa(o.SegmentBytes)
