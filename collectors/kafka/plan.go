@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -134,6 +135,9 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 		wantIdx = make(map[probeKey]int, n)
 		c.probes = make(map[probeKey]*cachedProbe, n)
 	}
+	// Offsets by topic, indexed by partition, made once per topic: a
+	// lookup per (group, partition) would hash the topic name each time.
+	byTopic := map[string]*topicOffsets{}
 	for _, g := range states {
 		for _, t := range byGroup[g.name] {
 			td, ok := v.meta[t]
@@ -147,13 +151,19 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 			for part := range td.Partitions {
 				n = max(n, part+1)
 			}
+			to := byTopic[t]
+			if to == nil {
+				to = newTopicOffsets(t, int(n), v, partial)
+				byTopic[t] = to
+			}
 			p.topics = append(p.topics, topicPlan{group: g, topic: t, parts: make([]partPlan, n)})
 			tp := &p.topics[len(p.topics)-1]
 			tid := c.topicID(t)
+			commits := g.commits[t]
 			for i := range tp.parts {
 				pp := &tp.parts[i]
 				pp.part = int32(i)
-				if !c.offsets(pp, g, t, v, rule, partial) || !pp.behind {
+				if !offsets(pp, g.name, t, to, commits, rule, partial) || !pp.behind {
 					continue
 				}
 				c.planProbe(p, pp, tid, t, wantIdx)
@@ -163,26 +173,47 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 	return p
 }
 
-// offsets fills pp's offsets from the view and the group's commits. It
-// returns false when they are not known (the error is in partial) or the
-// partition does not count.
-func (c *probeCache) offsets(pp *partPlan, g *groupState, t string, v view, rule Uncommitted, partial *[]error) bool {
-	end, eok := v.ends.Lookup(t, pp.part)
-	if !eok || end.Err != nil || end.Offset < 0 {
-		if eok && end.Err != nil {
-			*partial = append(*partial, fmt.Errorf("list end offset of %s/%d: %w", t, pp.part, end.Err))
+// topicOffsets is one topic's listed offsets by partition; -1 is unknown
+// (the error was reported once, for the topic's first use).
+type topicOffsets struct {
+	ends, starts []int64
+}
+
+func newTopicOffsets(t string, n int, v view, partial *[]error) *topicOffsets {
+	to := &topicOffsets{ends: make([]int64, n), starts: make([]int64, n)}
+	for i := range to.ends {
+		to.ends[i], to.starts[i] = -1, -1
+	}
+	fill := func(what string, listed map[int32]kadm.ListedOffset, dst []int64) {
+		for part, o := range listed {
+			switch {
+			case o.Err != nil:
+				*partial = append(*partial, fmt.Errorf("list %s offset of %s/%d: %w", what, t, part, o.Err))
+			case part >= 0 && int(part) < n && o.Offset >= 0:
+				dst[part] = o.Offset
+			}
 		}
+	}
+	fill("end", v.ends[t], to.ends)
+	fill("start", v.starts[t], to.starts)
+	return to
+}
+
+// offsets fills pp's offsets from the topic's listed offsets and the
+// group's commits on it. It returns false when they are not known (the
+// error is in partial) or the partition does not count.
+func offsets(pp *partPlan, group, t string, to *topicOffsets, commits map[int32]kadm.OffsetResponse, rule Uncommitted, partial *[]error) bool {
+	end := to.ends[pp.part]
+	if end < 0 {
 		return false
 	}
-	o := Offsets{Commit: NoCommit, End: end.Offset}
-	if st, ok := v.starts.Lookup(t, pp.part); ok && st.Err == nil && st.Offset >= 0 {
-		o.Start, o.StartKnown = st.Offset, true
-	} else if ok && st.Err != nil {
-		*partial = append(*partial, fmt.Errorf("list start offset of %s/%d: %w", t, pp.part, st.Err))
+	o := Offsets{Commit: NoCommit, End: end}
+	if st := to.starts[pp.part]; st >= 0 {
+		o.Start, o.StartKnown = st, true
 	}
-	if cr, ok := g.commits[t][pp.part]; ok {
+	if cr, ok := commits[pp.part]; ok {
 		if cr.Err != nil {
-			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", g.name, t, pp.part, cr.Err))
+			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", group, t, pp.part, cr.Err))
 			return false
 		}
 		o.Commit = max(cr.At, NoCommit)
