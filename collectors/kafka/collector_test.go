@@ -444,7 +444,7 @@ func consumerProtocolGroup(t *testing.T, e kenv) {
 		t.Fatal(err)
 	}
 	wantSeries(t, got, map[string]float64{
-		lagKey("outbox_consumer_group_members", notify, ""):      1,
+		lagKey("outbox_consumer_group_members", notify, ""):    1,
 		lagKey("outbox_consumer_lag_messages", notify, events): 2,
 		lagKey("outbox_consumer_lag_seconds", notify, events):  now.Sub(kafkaBase.Add(time.Minute)).Seconds(),
 	}, 0.001)
