@@ -326,3 +326,63 @@ func TestKafkaJavaConsumerGroups(t *testing.T) {
 		t.Errorf("got series %v, want exactly %v", keys(got), keys(want))
 	}
 }
+
+// TestKafkaCompactedCommit: compaction removed the record at the commit
+// (a newer record has its key). Apache Kafka's cleaner does it, kfake
+// does not. The log start does not move, nothing is lost in the SPEC's
+// sense (the newer value of every key is still there), and the time lag
+// is the age of the first record that survived after the commit.
+func TestKafkaCompactedCommit(t *testing.T) {
+	e := realEnv(t)
+	g, topic := e.n("compacted"), e.n("events")
+	k := kafkaCfg(e.Brokers(), g)
+	cl, adm := kafkaAdmin(t, k)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	str := func(s string) *string { return &s }
+	cfg := map[string]*string{"cleanup.policy": str("compact"), "segment.ms": str("1000"),
+		"min.cleanable.dirty.ratio": str("0.01"), "min.compaction.lag.ms": str("0")}
+	if _, err := adm.CreateTopic(ctx, 1, 1, cfg, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Offsets 0-4 keys k0-k4, 5-9 the same keys again, 10 a tail that
+	// closes the segments holding the rest (the active one is never
+	// cleaned). One batch each, 10 s apart: a segment per record.
+	for i := 0; i <= 10; i++ {
+		key := fmt.Sprintf("k%d", i%5)
+		if i == 10 {
+			key = "tail"
+		}
+		r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte("v"), Timestamp: kafkaBase.Add(time.Duration(i) * 10 * time.Second)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(t, adm, g, topic, map[int32]int64{0: 2})
+	// Wait for the cleaner: the first record at or after 2 becomes 5.
+	rcl, _ := kafkaAdmin(t, k)
+	p := NewProber(rcl)
+	for {
+		probes, ok, err := p.Read(ctx, metadata(t, adm, topic), []Want{{topic, 0, 2}})
+		if err == nil && ok[0] && probes[0].Found && probes[0].Offset == 5 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cleaner never compacted offsets 2-4 (last %+v, %v)", probes, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	c := newKafka(t, k)
+	now := kafkaBase.Add(time.Hour)
+	c.now = func() time.Time { return now }
+	got, err := scrape(t, c, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	wantSeries(t, got, map[string]float64{
+		lagKey("outbox_consumer_lag_messages", g, topic):            11 - 2,
+		lagKey("outbox_consumer_retention_lost_messages", g, topic): 0,
+		lagKey("outbox_consumer_lag_seconds", g, topic):             now.Sub(kafkaBase.Add(50 * time.Second)).Seconds(),
+	}, 0.001)
+}

@@ -4,9 +4,12 @@
 // lag.go holds the decisions, apart from any I/O: offset lag of a
 // partition, where the oldest unconsumed record of a partition is, whether
 // a cached record probe still answers, time lag, and which groups and
-// topics get series. probe.go and batches.go read the first record at an
-// offset with raw Fetch requests; collector.go lists groups, commits and
-// offsets and exports the series. Nothing here returns -1 or NaN: an
+// topics get series. plan.go decides, also without I/O, which partitions
+// count and which records must be read, and keeps the probe cache.
+// probe.go and batches.go read the first record at an offset with raw
+// Fetch requests; groups.go and offsets.go ask the cluster for groups,
+// commits and offsets; collector.go runs a collection and exports the
+// series. Nothing here returns -1 or NaN: an
 // unknown value is reported as unknown, and the caller leaves the series
 // out.
 package kafka
