@@ -228,3 +228,22 @@ func TestTopics(t *testing.T) {
 		t.Fatal("no topic patterns keeps every topic")
 	}
 }
+
+// TestUnsupported: matching share and streams groups are named (and
+// logged by the collector) instead of vanishing; classic, KIP-848 and
+// untyped groups, and groups matching no pattern, are not.
+func TestUnsupported(t *testing.T) {
+	listed := []Listed{
+		{Name: "notify-share", Type: "share"},
+		{Name: "notify-streams", Type: "streams"},
+		{Name: "notify-email", Type: "consumer"},
+		{Name: "notify-sms", Type: ""},
+		{Name: "notify-classic", Type: "classic"},
+		{Name: "other-share", Type: "share"},
+	}
+	got := Unsupported(listed, patterns(t, "/notify-.*/"))
+	want := []Listed{{Name: "notify-share", Type: "share"}, {Name: "notify-streams", Type: "streams"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Unsupported = %+v; want %+v", got, want)
+	}
+}
