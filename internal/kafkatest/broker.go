@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -188,11 +189,25 @@ func Start(opts Options) (*Broker, error) {
 	b.cmd = b.java(context.Background(), "kafka.Kafka", b.path("server.properties"))
 	b.cmd.Args = append(b.cmd.Args[:1], append([]string{"-Xmx" + heap, "-Xms128m"}, b.cmd.Args[1:]...)...)
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
-	if err := b.cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that forked the JVM exits, not
+	// the process: start it from a goroutine locked to its thread that
+	// lives as long as the JVM does.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := b.cmd.Start(); err != nil {
+			started <- err
+			close(b.done)
+			return
+		}
+		started <- nil
+		b.waitErr = b.cmd.Wait()
+		close(b.done)
+	}()
+	if err := <-started; err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("kafkatest: start kafka.Kafka: %w", err)
 	}
-	go func() { b.waitErr = b.cmd.Wait(); close(b.done) }()
 	if err := b.awaitReady(ctx); err != nil {
 		b.Stop()
 		return nil, fmt.Errorf("kafkatest: Apache Kafka %s did not answer on %s within %s: %w\nlast output:\n%s", version, b.addr, timeout, err, b.Output())
@@ -370,6 +385,11 @@ func Shared(t testing.TB) *Broker {
 	}
 	if shared.err != nil {
 		t.Fatalf("real Kafka broker: %v", shared.err)
+	}
+	select {
+	case <-shared.b.done:
+		t.Fatalf("real Kafka broker: the shared JVM exited (%v); last output:\n%s", shared.b.waitErr, shared.b.Output())
+	default:
 	}
 	return shared.b
 }
