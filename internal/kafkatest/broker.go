@@ -25,10 +25,7 @@ package kafkatest
 // group.protocol=consumer) so groups are made by real clients too.
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -73,6 +70,11 @@ type Options struct {
 	StartTimeout time.Duration
 	// Heap is the JVM -Xmx; default 768m.
 	Heap string
+	// Nodes is how many nodes (default 1): node 1 is broker and KRaft
+	// controller, the others brokers only, so that a partition can have
+	// a leader and a follower (a leader change is a real one). Internal
+	// topics keep replication factor 1.
+	Nodes int
 }
 
 // Broker is one running Kafka node (broker and KRaft controller).
@@ -87,10 +89,40 @@ type Broker struct {
 	done    chan struct{}
 	waitErr error
 	stop    sync.Once
+	// others are the broker-only nodes of a multi-node cluster.
+	others []*Broker
 }
 
 // Brokers returns the bootstrap list (one loopback address).
-func (b *Broker) Brokers() []string { return []string{b.addr} }
+func (b *Broker) Brokers() []string {
+	out := []string{b.addr}
+	for _, o := range b.others {
+		out = append(out, o.addr)
+	}
+	return out
+}
+
+// othersDone is closed when any broker-only node's JVM has exited.
+func (b *Broker) othersDone() <-chan struct{} {
+	if len(b.others) == 0 {
+		return nil
+	}
+	ch := make(chan struct{})
+	for _, o := range b.others {
+		go func(o *Broker) {
+			select {
+			case <-o.done:
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
+			case <-ch:
+			}
+		}(o)
+	}
+	return ch
+}
 
 // Real reports that this is Apache Kafka, not kfake.
 func (b *Broker) Real() bool { return true }
@@ -99,7 +131,13 @@ func (b *Broker) Real() bool { return true }
 func (b *Broker) Dir() string { return b.dir }
 
 // Output returns the last lines the JVM wrote (for failure messages).
-func (b *Broker) Output() string { return b.out.String() }
+func (b *Broker) Output() string {
+	out := b.out.String()
+	for _, o := range b.others {
+		out += o.out.String()
+	}
+	return out
+}
 
 // Libs finds the Kafka jars: $OUTBOX_KAFKA_LIBS, else
 // <repo root>/.cache/kafka-<version>/libs with the version from
@@ -161,16 +199,32 @@ func Start(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest: temp dir: %w", err)
 	}
-	ports, err := freePorts(2)
+	nodes := max(opts.Nodes, 1)
+	ports, err := freePorts(nodes + 1)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	b := &Broker{Version: version, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), dir: dir, libs: libs,
-		out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
-	if err := b.writeConfig(ports, opts); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
+	ctrl := addr(nodes) // the controller listener of node 1
+	mk := func(i int, d string) *Broker {
+		return &Broker{Version: version, addr: addr(i), dir: d, libs: libs, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
+	}
+	b := mk(0, dir)
+	for i := 1; i < nodes; i++ {
+		d := filepath.Join(dir, "node-"+strconv.Itoa(i+1))
+		if err := os.Mkdir(d, 0o700); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("kafkatest: node dir: %w", err)
+		}
+		b.others = append(b.others, mk(i, d))
+	}
+	all := append([]*Broker{b}, b.others...)
+	for i, n := range all {
+		if err := n.writeConfig(i+1, ctrl, opts); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	timeout := opts.StartTimeout
 	if timeout == 0 {
@@ -178,11 +232,29 @@ func Start(opts Options) (*Broker, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if out, err := b.java(ctx, "kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", b.path("server.properties")).CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("kafkatest: kafka-storage format: %w\n%s", err, out)
+	id := clusterID()
+	for _, n := range all {
+		if out, err := n.java(ctx, "kafka.tools.StorageTool", "format", "-t", id, "-c", n.path("server.properties")).CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("kafkatest: kafka-storage format: %w\n%s", err, out)
+		}
 	}
-	heap := opts.Heap
+	for _, n := range all {
+		if err := n.launch(opts.Heap); err != nil {
+			b.Stop()
+			return nil, err
+		}
+	}
+	if err := b.awaitReady(ctx, nodes); err != nil {
+		out := b.Output()
+		b.Stop()
+		return nil, fmt.Errorf("kafkatest: Apache Kafka %s did not answer on %s within %s: %w\nlast output:\n%s", version, b.addr, timeout, err, out)
+	}
+	return b, nil
+}
+
+// launch starts the node's JVM.
+func (b *Broker) launch(heap string) error {
 	if heap == "" {
 		heap = "768m"
 	}
@@ -205,19 +277,16 @@ func Start(opts Options) (*Broker, error) {
 		close(b.done)
 	}()
 	if err := <-started; err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("kafkatest: start kafka.Kafka: %w", err)
+		return fmt.Errorf("kafkatest: start kafka.Kafka: %w", err)
 	}
-	if err := b.awaitReady(ctx); err != nil {
-		b.Stop()
-		return nil, fmt.Errorf("kafkatest: Apache Kafka %s did not answer on %s within %s: %w\nlast output:\n%s", version, b.addr, timeout, err, b.Output())
-	}
-	return b, nil
+	return nil
 }
 
 func (b *Broker) path(name string) string { return filepath.Join(b.dir, name) }
 
-func (b *Broker) writeConfig(ports []int, o Options) error {
+// writeConfig writes node id's server.properties: node 1 is broker and
+// the KRaft controller (on ctrl), later nodes are brokers only.
+func (b *Broker) writeConfig(id int, ctrl string, o Options) error {
 	ms := func(d, def time.Duration) string {
 		if d == 0 {
 			d = def
@@ -230,10 +299,9 @@ func (b *Broker) writeConfig(ports []int, o Options) error {
 		}
 		return strconv.Itoa(v)
 	}
-	ctrl := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	props := map[string]string{
 		"process.roles":                                    "broker,controller",
-		"node.id":                                          "1",
+		"node.id":                                          strconv.Itoa(id),
 		"controller.quorum.voters":                         "1@" + ctrl,
 		"listeners":                                        "PLAINTEXT://" + b.addr + ",CONTROLLER://" + ctrl,
 		"advertised.listeners":                             "PLAINTEXT://" + b.addr,
@@ -259,6 +327,10 @@ func (b *Broker) writeConfig(ports []int, o Options) error {
 		// test wanting retention sets retention.ms on its topic.
 		"log.retention.ms":    "-1",
 		"log.retention.bytes": "-1",
+	}
+	if id > 1 {
+		props["process.roles"] = "broker"
+		props["listeners"] = "PLAINTEXT://" + b.addr
 	}
 	if o.SegmentBytes > 0 {
 		props["log.segment.bytes"] = strconv.Itoa(o.SegmentBytes)
@@ -309,7 +381,7 @@ func (b *Broker) java(ctx context.Context, main string, args ...string) *exec.Cm
 	return cmd
 }
 
-func (b *Broker) awaitReady(ctx context.Context) error {
+func (b *Broker) awaitReady(ctx context.Context, nodes int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DisableClientMetrics(), kgo.RetryTimeout(time.Second))
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -317,10 +389,13 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var last error = errors.New("no answer yet")
+	others := b.othersDone()
 	for {
 		select {
 		case <-b.done:
 			return fmt.Errorf("the JVM exited: %v", b.waitErr)
+		case <-others:
+			return errors.New("a broker-only node's JVM exited")
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 		default:
@@ -328,7 +403,7 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		md, err := adm.BrokerMetadata(rctx)
 		cancel()
-		if err == nil && len(md.Brokers) > 0 && md.Controller >= 0 {
+		if err == nil && len(md.Brokers) >= nodes && md.Controller >= 0 {
 			return nil
 		}
 		if err != nil {
@@ -344,6 +419,9 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 // Stop kills the JVM and removes its folder. Safe to call twice.
 func (b *Broker) Stop() {
 	b.stop.Do(func() {
+		for _, o := range b.others {
+			o.Stop()
+		}
 		if b.cmd != nil && b.cmd.Process != nil {
 			// A test broker keeps no data worth a clean shutdown.
 			_ = b.cmd.Process.Kill()
@@ -402,141 +480,4 @@ func StopShared() {
 		shared.b.Stop()
 		shared.b = nil
 	}
-}
-
-var nameSeq struct {
-	sync.Mutex
-	n int
-}
-
-// Name returns a topic/group name unique within the process, readable
-// from the test's name, for tests sharing one broker.
-func Name(t testing.TB, suffix ...string) string {
-	nameSeq.Lock()
-	nameSeq.n++
-	n := nameSeq.n
-	nameSeq.Unlock()
-	base := regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(t.Name(), "_")
-	if len(base) > 150 {
-		base = base[:150]
-	}
-	s := base + "." + strconv.Itoa(n)
-	for _, x := range suffix {
-		s += "." + x
-	}
-	return s
-}
-
-// ConsoleConsumer is one run of Kafka's own console consumer in a group.
-type ConsoleConsumer struct {
-	Topic string
-	Group string
-	// Protocol is "classic" or "consumer" (KIP-848); empty means classic.
-	Protocol string
-	// Messages is how many records to read before it exits; it commits
-	// what it read on exit (auto commit is on with a group).
-	Messages int
-	// Props are more consumer properties (key=value).
-	Props map[string]string
-	// FromBeginning starts an uncommitted group at the log start.
-	FromBeginning bool
-}
-
-// Consume runs the console consumer until it has read c.Messages records
-// and exited (so its offsets are committed), or ctx ends. It returns the
-// records' values in the order printed.
-func (b *Broker) Consume(ctx context.Context, c ConsoleConsumer) ([]string, error) {
-	if c.Messages <= 0 {
-		return nil, errors.New("kafkatest: ConsoleConsumer.Messages must be > 0 so it exits")
-	}
-	proto := c.Protocol
-	if proto == "" {
-		proto = "classic"
-	}
-	args := []string{"--bootstrap-server", b.addr, "--topic", c.Topic, "--group", c.Group,
-		"--max-messages", strconv.Itoa(c.Messages),
-		"--command-property", "group.protocol=" + proto,
-		"--command-property", "client.id=kafkatest-console"}
-	if c.FromBeginning {
-		args = append(args, "--from-beginning")
-	}
-	keys := make([]string, 0, len(c.Props))
-	for k := range c.Props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "--command-property", k+"="+c.Props[k])
-	}
-	cmd := b.java(ctx, "org.apache.kafka.tools.consumer.ConsoleConsumer", args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("kafkatest: console consumer (%s group %s on %s): %w\n%s", proto, c.Group, c.Topic, err, stderr.String())
-	}
-	out := strings.TrimRight(stdout.String(), "\n")
-	if out == "" {
-		return nil, nil
-	}
-	return strings.Split(out, "\n"), nil
-}
-
-// RunTool runs another Kafka tool main class on the broker's classpath
-// (e.g. org.apache.kafka.tools.consumer.group.ConsumerGroupCommand) and
-// returns its combined output.
-func (b *Broker) RunTool(ctx context.Context, main string, args ...string) (string, error) {
-	out, err := b.java(ctx, main, args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kafkatest: %s: %w\n%s", main, err, out)
-	}
-	return string(out), nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kafkatest: free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// clusterID is a random KRaft cluster id (16 bytes, URL-safe base64).
-func clusterID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	return base64.RawURLEncoding.EncodeToString(u[:])
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (w *tailBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	if len(w.buf) > w.max {
-		w.buf = append([]byte(nil), w.buf[len(w.buf)-w.max:]...)
-	}
-	return len(p), nil
-}
-
-func (w *tailBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.buf)
 }
