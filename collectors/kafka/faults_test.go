@@ -233,9 +233,10 @@ func TestKafkaAbortedRunKeepsCursor(t *testing.T) {
 // TestKafkaLeaderChangeDuringScrape moves a partition to the other broker
 // while the collector fetches from it (a rolling restart): the old leader
 // answers NOT_LEADER_OR_FOLLOWER, the collector reads metadata again and
-// gets the record from the new leader in the same scrape. kfake only: it
-// moves a leader on demand; a second Apache Kafka broker would cost CI
-// a second JVM for this one case.
+// gets the record from the new leader in the same scrape. kfake moves a
+// leader in the middle of one scrape on demand; the Apache Kafka version
+// of the case (TestKafkaLeaderChangeOnApacheKafka) moves it between the
+// metadata and the read.
 func TestKafkaLeaderChangeDuringScrape(t *testing.T) {
 	kc := kafkatest.New(t, 2)
 	k := kafkaCfg(kc.Brokers(), "g")
