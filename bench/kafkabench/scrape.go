@@ -106,36 +106,20 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 	r.seedTook = time.Since(t0)
 	fmt.Fprintf(os.Stderr, "seeded %d groups in %s\n", groups, r.seedTook.Round(time.Millisecond))
 
-	dir, err := os.MkdirTemp("", "kafkabench-")
-	if err != nil {
-		return r, err
-	}
-	defer os.RemoveAll(dir)
-	cfgFile := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: 10m\n", strings.Join(addrs, ", "))
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		return r, err
-	}
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	sctx, scancel := context.WithCancel(ctx)
-	defer scancel()
-	srv, err := web.New(sctx, web.Options{ConfigFile: cfgFile, ScrapeTimeout: 60 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, url, stop, err := startExporter(ctx, addrs)
 	if err != nil {
-		return r, fmt.Errorf("start exporter: %w", err)
+		return r, err
 	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	defer stop()
 	hc := &http.Client{Timeout: 2 * time.Minute}
 	// The server's first background collection; then every measured cold
 	// scrape follows a Reload (a new App: new clients, empty caches).
-	if _, _, err := scrapeHTTP(hc, hs.URL); err != nil {
+	if _, _, err := scrapeHTTP(hc, url); err != nil {
 		return r, err
 	}
-
 	if profile != "" {
 		f, err := os.Create(profile)
 		if err != nil {
@@ -146,43 +130,13 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	var lagCold, scrapeCold, lagWarm, scrapeWarm []time.Duration
-	var cpu [4][]time.Duration
+	// Samples: kadm.Lag cold, scrape cold, kadm.Lag warm, scrape steady;
+	// wall and CPU.
+	var wall, cpu [4][]time.Duration
 	for i := 0; i < reps; i++ {
-		cl, err := kafkaclient.New(k)
-		if err != nil {
+		if err := measureOnce(ctx, k, names, srv, hc, url, &wall, &cpu, &r.series); err != nil {
 			return r, err
 		}
-		adm := kadm.NewClient(cl)
-		d, err := timeLag(ctx, adm, names)
-		if err != nil {
-			return r, err
-		}
-		lagCold, cpu[0] = append(lagCold, d), append(cpu[0], lastCPU)
-		if err := srv.Reload(); err != nil {
-			return r, err
-		}
-		c0 := cpuTime()
-		d, n, err := scrapeHTTP(hc, hs.URL)
-		if err != nil {
-			return r, err
-		}
-		scrapeCold, cpu[1] = append(scrapeCold, d), append(cpu[1], cpuTime()-c0)
-		r.series = n
-		for j := 0; j < 3; j++ {
-			d, err := timeLag(ctx, adm, names)
-			if err != nil {
-				return r, err
-			}
-			lagWarm, cpu[2] = append(lagWarm, d), append(cpu[2], lastCPU)
-			c0 := cpuTime()
-			d, _, err = scrapeHTTP(hc, hs.URL)
-			if err != nil {
-				return r, err
-			}
-			scrapeWarm, cpu[3] = append(scrapeWarm, d), append(cpu[3], cpuTime()-c0)
-		}
-		cl.Close()
 	}
 	if r.series < 4*groups {
 		return r, fmt.Errorf("scrape exported %d outbox_consumer series for %d groups", r.series, groups)
@@ -194,11 +148,77 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 		r.heapInUse = after.HeapAlloc - before.HeapAlloc
 		r.heapPerGroup = r.heapInUse / uint64(groups)
 	}
-	r.lagCold, r.scrapeCold, r.lagWarm, r.scrapeWarm = median(lagCold), median(scrapeCold), median(lagWarm), median(scrapeWarm)
+	r.lagCold, r.scrapeCold, r.lagWarm, r.scrapeWarm = median(wall[0]), median(wall[1]), median(wall[2]), median(wall[3])
 	for i := range cpu {
 		r.cpu[i] = median(cpu[i])
 	}
 	return r, nil
+}
+
+// measureOnce takes one cold pair (a new kadm client; a scrape after a
+// reload) and three steady pairs, alternating.
+func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.Server, hc *http.Client, url string, wall, cpu *[4][]time.Duration, series *int) error {
+	cl, err := kafkaclient.New(k)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	lag := func(i int) error {
+		d, err := timeLag(ctx, adm, names)
+		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
+		return err
+	}
+	scrape := func(i int) error {
+		c0 := cpuTime()
+		d, n, err := scrapeHTTP(hc, url)
+		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], cpuTime()-c0)
+		*series = n
+		return err
+	}
+	if err := lag(0); err != nil {
+		return err
+	}
+	if err := srv.Reload(); err != nil {
+		return err
+	}
+	if err := scrape(1); err != nil {
+		return err
+	}
+	for j := 0; j < 3; j++ {
+		if err := lag(2); err != nil {
+			return err
+		}
+		if err := scrape(3); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startExporter runs the exporter on a configuration holding only the
+// Kafka cluster, behind a loopback HTTP server.
+func startExporter(ctx context.Context, addrs []string) (*web.Server, string, func(), error) {
+	dir, err := os.MkdirTemp("", "kafkabench-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: 10m\n", strings.Join(addrs, ", "))
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	srv, err := web.New(sctx, web.Options{ConfigFile: cfgFile, ScrapeTimeout: 60 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		cancel()
+		os.RemoveAll(dir)
+		return nil, "", nil, fmt.Errorf("start exporter: %w", err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	return srv, hs.URL, func() { hs.Close(); srv.Close(); cancel(); os.RemoveAll(dir) }, nil
 }
 
 // scrapeHTTP GETs /metrics, reads the whole body, and counts the

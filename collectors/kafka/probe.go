@@ -357,39 +357,43 @@ func (p *Prober) round(ctx context.Context, states []*partState, out answers) {
 				}
 				return
 			}
-			// The brokers' answers are decoded in parallel; each touches
-			// only its own partitions.
-			type tp struct {
-				t string
-				p int32
-			}
-			byTP := make(map[tp]*partState, len(ss))
-			idName := map[kadm.TopicID]string{}
-			for _, s := range ss {
-				byTP[tp{s.topic, s.part}] = s
-				idName[s.id] = s.topic
-			}
-			resp := kresp.(*kmsg.FetchResponse)
-			for i := range resp.Topics {
-				rt := &resp.Topics[i]
-				name := rt.Topic
-				if name == "" {
-					name = idName[kadm.TopicID(rt.TopicID)]
-				}
-				for j := range rt.Partitions {
-					rp := &rt.Partitions[j]
-					if s := byTP[tp{name, rp.Partition}]; s != nil {
-						delete(byTP, tp{name, rp.Partition})
-						fold(s, rp, out)
-					}
-				}
-			}
-			for _, s := range byTP {
-				s.empties++ // not in the answer
-			}
+			foldResponse(ss, kresp.(*kmsg.FetchResponse), out)
 		}(leader, ss)
 	}
 	wg.Wait()
+}
+
+// foldResponse folds one broker's Fetch answer into its partitions. The
+// brokers' answers are decoded in parallel; each touches only its own
+// partitions.
+func foldResponse(ss []*partState, resp *kmsg.FetchResponse, out answers) {
+	type tp struct {
+		t string
+		p int32
+	}
+	byTP := make(map[tp]*partState, len(ss))
+	idName := map[kadm.TopicID]string{}
+	for _, s := range ss {
+		byTP[tp{s.topic, s.part}] = s
+		idName[s.id] = s.topic
+	}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		name := rt.Topic
+		if name == "" {
+			name = idName[kadm.TopicID(rt.TopicID)]
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if s := byTP[tp{name, rp.Partition}]; s != nil {
+				delete(byTP, tp{name, rp.Partition})
+				fold(s, rp, out)
+			}
+		}
+	}
+	for _, s := range byTP {
+		s.empties++ // not in the answer
+	}
 }
 
 // fold takes one partition's fetch answer into its state and answers the

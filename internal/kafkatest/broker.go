@@ -358,6 +358,10 @@ func (b *Broker) writeConfig(id int, ctrl string, o Options) error {
 	if err := os.WriteFile(b.path("server.properties"), []byte(sb.String()), 0o600); err != nil {
 		return fmt.Errorf("kafkatest: write server.properties: %w", err)
 	}
+	return b.writeLog4j()
+}
+
+func (b *Broker) writeLog4j() error {
 	// Errors only, to stderr: the test log shows why a JVM failed, not
 	// Kafka's chatter.
 	const log4j = "status = error\nrootLogger.level = ERROR\nrootLogger.appenderRef.stderr.ref = STDERR\n" +
