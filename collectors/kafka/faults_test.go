@@ -399,7 +399,7 @@ func TestKafkaCompactedCommit(t *testing.T) {
 // longer holds the partition refuses.) Its own cluster: the second JVM
 // costs CI a few seconds for this one case.
 func TestKafkaLeaderChangeOnApacheKafka(t *testing.T) {
-	b, err := kafkatest.Start(kafkatest.Options{Nodes: 2, Heap: "384m"})
+	b, err := kafkatest.Start(kafkatest.Options{Nodes: 2, Heap: "384m", JVM: kafkatest.QuickJVM})
 	if err != nil {
 		t.Fatalf("two-node Apache Kafka: %v", err)
 	}

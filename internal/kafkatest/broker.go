@@ -65,9 +65,11 @@ type Options struct {
 	ConsumerHeartbeat time.Duration
 	// Extra are more server.properties lines; they win over the above.
 	Extra map[string]string
-	// StartTimeout bounds format + start + first answer; default 120 s
-	// (the machine may be shared by several JVMs).
+	// StartTimeout bounds format + start + first answer; default 5 min
+	// (the machine may be shared by several JVMs and other work).
 	StartTimeout time.Duration
+	// JVM are more flags for the broker JVMs. Shared uses QuickJVM.
+	JVM []string
 	// Heap is the JVM -Xmx; default 768m.
 	Heap string
 	// Nodes is how many nodes (default 1): node 1 is broker and KRaft
@@ -228,7 +230,7 @@ func Start(opts Options) (*Broker, error) {
 	}
 	timeout := opts.StartTimeout
 	if timeout == 0 {
-		timeout = 120 * time.Second
+		timeout = 5 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -240,7 +242,7 @@ func Start(opts Options) (*Broker, error) {
 		}
 	}
 	for _, n := range all {
-		if err := n.launch(opts.Heap); err != nil {
+		if err := n.launch(opts.Heap, opts.JVM); err != nil {
 			b.Stop()
 			return nil, err
 		}
@@ -254,12 +256,13 @@ func Start(opts Options) (*Broker, error) {
 }
 
 // launch starts the node's JVM.
-func (b *Broker) launch(heap string) error {
+func (b *Broker) launch(heap string, flags []string) error {
 	if heap == "" {
 		heap = "768m"
 	}
 	b.cmd = b.java(context.Background(), "kafka.Kafka", b.path("server.properties"))
-	b.cmd.Args = append(b.cmd.Args[:1], append([]string{"-Xmx" + heap, "-Xms128m"}, b.cmd.Args[1:]...)...)
+	pre := append([]string{"-Xmx" + heap, "-Xms128m"}, flags...)
+	b.cmd.Args = append(b.cmd.Args[:1], append(pre, b.cmd.Args[1:]...)...)
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	// Pdeathsig fires when the OS thread that forked the JVM exits, not
 	// the process: start it from a goroutine locked to its thread that
@@ -420,6 +423,11 @@ func (b *Broker) awaitReady(ctx context.Context, nodes int) error {
 	}
 }
 
+// QuickJVM starts a test broker with less CPU: the C1 compiler only. A
+// test broker serves little; on a shared machine its start-up is what
+// costs (benchmarks leave it out).
+var QuickJVM = []string{"-XX:TieredStopAtLevel=1"}
+
 // Stop kills the JVM and removes its folder. Safe to call twice.
 func (b *Broker) Stop() {
 	b.stop.Do(func() {
@@ -463,7 +471,11 @@ func Shared(t testing.TB) *Broker {
 	defer shared.mu.Unlock()
 	if !shared.done {
 		shared.done = true
-		shared.b, shared.err = Start(shared.opts)
+		o := shared.opts
+		if o.JVM == nil {
+			o.JVM = QuickJVM
+		}
+		shared.b, shared.err = Start(o)
 	}
 	if shared.err != nil {
 		t.Fatalf("real Kafka broker: %v", shared.err)
