@@ -382,14 +382,14 @@ func TestKafkaEmptyGroupKeepsLagDeletedGroupGoes(t *testing.T) {
 	}
 }
 
-// TestKafkaConsumerProtocolGroup runs a KIP-848 (consumer protocol) group.
-// Its members count only because the collector describes consumer-type
-// groups with ConsumerGroupDescribe: kfake answers a classic
-// DescribeGroups for such a group with an empty member list (Collector 4.x
-// answers GROUP_ID_NOT_FOUND), so a classic-only describe would report 0.
-// What kfake cannot show: Collector 4.x's own answers (the error on classic
-// describe, a group mid-migration from classic with members of both
-// kinds), and brokers before 3.8 that list no group type at all (covered by
+// TestKafkaConsumerProtocolGroup runs a KIP-848 (consumer protocol) group
+// of franz-go members, on kfake and on Apache Kafka. Its members count
+// only because the collector describes consumer-type groups with
+// ConsumerGroupDescribe: kfake answers a classic DescribeGroups for such
+// a group with an empty member list, Kafka 4.x with GROUP_ID_NOT_FOUND
+// (a Dead group), so a classic-only describe would report 0. Not shown
+// here: a group mid-migration from classic with members of both kinds,
+// and brokers before 3.8 that list no group type at all (covered by
 // lag.SelectGroups' table test).
 func TestKafkaConsumerProtocolGroup(t *testing.T) { onBoth(t, 1, consumerProtocolGroup) }
 
