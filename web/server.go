@@ -48,7 +48,10 @@ type Server struct {
 	reloadMu   sync.Mutex
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
-	static     *prometheus.Registry
+	// staticCs are the exporter's own collectors, registered in each
+	// scrape's registry with the App's: gathering two registries
+	// through prometheus.Gatherers checks and sorts every series twice.
+	staticCs []prometheus.Collector
 
 	rec *recorder
 }
@@ -70,7 +73,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ScrapeTimeout == 0 {
 		opts.ScrapeTimeout = 10 * time.Second
 	}
-	s := &Server{opts: opts, log: opts.Logger, runCtx: ctx, static: prometheus.NewRegistry(),
+	s := &Server{opts: opts, log: opts.Logger, runCtx: ctx,
 		rec: &recorder{history: history.New(historyWindow, historyStep, historySeries)}}
 	s.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "outbox_exporter_config_last_reload_successful",
@@ -80,10 +83,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Name: "outbox_exporter_config_last_reload_success_timestamp_seconds",
 		Help: "When the configuration was last loaded successfully.",
 	})
-	s.static.MustRegister(s.reloadOK, s.reloadTime,
+	s.staticCs = []prometheus.Collector{s.reloadOK, s.reloadTime,
 		versioncollector.NewCollector("outbox_exporter"),
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
@@ -206,13 +209,14 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.scrapeTimeout(r))
 	defer cancel()
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.staticCs...)
 	if a := s.App(); a != nil {
 		if err := reg.Register(scrape{ctx: ctx, e: a.Exporter}); err != nil {
 			http.Error(w, "register collectors: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 	}
-	g := recordingGatherer{g: prometheus.Gatherers{s.static, reg}, rec: s.rec, now: time.Now}
+	g := recordingGatherer{g: reg, rec: s.rec, now: time.Now}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
@@ -224,13 +228,14 @@ func (s *Server) gather(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ScrapeTimeout)
 	defer cancel()
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.staticCs...)
 	if a := s.App(); a != nil {
 		if err := reg.Register(scrape{ctx: ctx, e: a.Exporter}); err != nil {
 			s.log.Error("register collectors", "err", err)
 			return
 		}
 	}
-	_, _ = recordingGatherer{g: prometheus.Gatherers{s.static, reg}, rec: s.rec, now: time.Now}.Gather()
+	_, _ = recordingGatherer{g: reg, rec: s.rec, now: time.Now}.Gather()
 }
 
 // keepFresh collects in the background when nobody scraped for a history

@@ -56,6 +56,35 @@ func (s *Snapshot) Max(name string, match map[string]string) (float64, bool) {
 	return best, found
 }
 
+// MaxBy returns the largest value of name per distinct value of the labels
+// keys (one or two), in one pass over its samples. A missing label is "".
+func (s *Snapshot) MaxBy(name string, keys ...string) map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	for _, smp := range s.Metrics[name] {
+		var k [2]string
+		for i, key := range keys[:min(len(keys), 2)] {
+			k[i] = smp.Labels[key]
+		}
+		if v, ok := out[k]; !ok || smp.Value > v {
+			out[k] = smp.Value
+		}
+	}
+	return out
+}
+
+// SumBy is MaxBy's sum.
+func (s *Snapshot) SumBy(name string, keys ...string) map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	for _, smp := range s.Metrics[name] {
+		var k [2]string
+		for i, key := range keys[:min(len(keys), 2)] {
+			k[i] = smp.Labels[key]
+		}
+		out[k] += smp.Value
+	}
+	return out
+}
+
 // Sum adds the values of name among samples matching match.
 func (s *Snapshot) Sum(name string, match map[string]string) float64 {
 	var sum float64
@@ -89,13 +118,8 @@ func newSnapshot(at time.Time, mfs []*dto.MetricFamily) *Snapshot {
 			continue
 		}
 		for _, m := range mf.Metric {
-			var v float64
-			switch {
-			case m.Gauge != nil:
-				v = m.Gauge.GetValue()
-			case m.Counter != nil:
-				v = m.Counter.GetValue()
-			default:
+			v, ok := sampleValue(m)
+			if !ok {
 				continue
 			}
 			labels := make(map[string]string, len(m.Label))
@@ -108,31 +132,88 @@ func newSnapshot(at time.Time, mfs []*dto.MetricFamily) *Snapshot {
 	return s
 }
 
-// recorder keeps the last snapshot and feeds the trend history.
+// recorder keeps the last gathered families and feeds the trend history.
+// The page's Snapshot (a label map per sample) is built from them only
+// when the page asks: a scrape pays for the history's two metrics, read
+// in one pass each, not for a map per exported series.
 type recorder struct {
-	mu      sync.RWMutex
+	mu      sync.Mutex
+	at      time.Time
+	mfs     []*dto.MetricFamily
 	last    *Snapshot
 	history *history.Store
 }
 
-func (r *recorder) record(s *Snapshot) {
+func (r *recorder) record(at time.Time, mfs []*dto.MetricFamily) {
 	r.mu.Lock()
-	r.last = s
+	r.at, r.mfs, r.last = at, mfs, nil
 	r.mu.Unlock()
-	for _, o := range s.Values("outbox_oldest_pending_age_seconds", "outbox") {
-		v, _ := s.Max("outbox_oldest_pending_age_seconds", map[string]string{"outbox": o})
-		r.history.Add(outboxKey(o), s.At, v)
+	var pending, lag, deadline *dto.MetricFamily
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "outbox_oldest_pending_age_seconds":
+			pending = mf
+		case "outbox_consumer_lag_seconds":
+			lag = mf
+		case "outbox_consumer_deadline_seconds":
+			deadline = mf
+		}
 	}
-	for _, smp := range s.Metrics["outbox_consumer_deadline_seconds"] {
-		c, g := smp.Labels["cluster"], smp.Labels["group"]
-		v, _ := s.Max("outbox_consumer_lag_seconds", map[string]string{"cluster": c, "group": g})
-		r.history.Add(groupKey(c, g), s.At, v)
+	for o, v := range maxByLabels(pending, "outbox", "") {
+		r.history.Add(outboxKey(o[0]), at, v)
+	}
+	lags := maxByLabels(lag, "cluster", "group")
+	for _, m := range deadline.GetMetric() {
+		c, g := labelValue(m, "cluster"), labelValue(m, "group")
+		r.history.Add(groupKey(c, g), at, lags[[2]string{c, g}])
 	}
 }
 
+// maxByLabels is Snapshot.MaxBy over a gathered family (nil: empty).
+func maxByLabels(mf *dto.MetricFamily, k1, k2 string) map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	for _, m := range mf.GetMetric() {
+		v, ok := sampleValue(m)
+		if !ok {
+			continue
+		}
+		k := [2]string{labelValue(m, k1), labelValue(m, k2)}
+		if old, seen := out[k]; !seen || v > old {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	if name == "" {
+		return ""
+	}
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func sampleValue(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue(), true
+	case m.Counter != nil:
+		return m.Counter.GetValue(), true
+	}
+	return 0, false
+}
+
+// snapshot returns the last collection as a Snapshot, built on first ask.
 func (r *recorder) snapshot() *Snapshot {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil && r.mfs != nil {
+		r.last = newSnapshot(r.at, r.mfs)
+	}
 	return r.last
 }
 
@@ -149,7 +230,7 @@ type recordingGatherer struct {
 func (r recordingGatherer) Gather() ([]*dto.MetricFamily, error) {
 	mfs, err := r.g.Gather()
 	if len(mfs) > 0 {
-		r.rec.record(newSnapshot(r.now(), mfs))
+		r.rec.record(r.now(), mfs)
 	}
 	return mfs, err
 }

@@ -1,4 +1,6 @@
-// Command kafkabench measures one collection of the Kafka lag collector
+// Command kafkabench measures, with -scrape, the whole HTTP scrape of the
+// running exporter against one bare kadm.Lag, on kfake or (-broker kafka)
+// Apache Kafka; without it, one collection of the Kafka lag collector
 // (time lag included) against one bare kadm.Lag over the same groups, on
 // an in-process kfake cluster it seeds itself, and prints a markdown table
 // of the ratios.
@@ -54,6 +56,8 @@ func main() {
 		serve      = flag.Int("serve-kfake", 0, "internal: run a kfake cluster of this many brokers, print its addresses, exit when stdin closes")
 		inProcess  = flag.Bool("in-process", false, "run kfake inside the measured process instead of a child process")
 		memprofile = flag.String("memprofile", "", "write an allocation profile of the whole run here")
+		scrapeMode = flag.Bool("scrape", false, "measure the whole HTTP /metrics scrape of the running exporter against kadm.Lag")
+		broker     = flag.String("broker", "kfake", "with -scrape: kfake (child process) or kafka (Apache Kafka from .cache, a JVM child process)")
 	)
 	flag.Parse()
 	if *serve > 0 {
@@ -75,6 +79,18 @@ func main() {
 	}
 	if *cpuprofile != "" {
 		profile = *cpuprofile
+	}
+	if *scrapeMode {
+		var ns []int
+		for _, s := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				fail(fmt.Errorf("-groups %q: %w", s, err))
+			}
+			ns = append(ns, n)
+		}
+		runScrape(*broker, ns, *partitions, *topics, *records, *batch, *brokers, *reps)
+		return
 	}
 	var rows []row
 	for _, s := range strings.Split(*sizes, ",") {

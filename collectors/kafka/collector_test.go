@@ -181,25 +181,39 @@ func lagKey(metric, group, topic string) string {
 // the log start, moved by DeleteRecords), and filters on groups and
 // topics.
 func TestKafkaLagExact(t *testing.T) {
-	kc := kafkatest.New(t, 3)
-	k := kafkaCfg(kc.Brokers(), "search-index", "/notify-.*/")
-	k.Topics = []string{"events", "/ev-.*/"}
+	for _, rule := range []string{"", config.UncommittedLogStart} {
+		t.Run("uncommitted="+rule, func(t *testing.T) {
+			onBoth(t, 3, func(t *testing.T, e kenv) { lagExact(t, e, rule) })
+		})
+	}
+}
+
+func lagExact(t *testing.T, e kenv, rule string) {
+	k := kafkaCfg(e.Brokers(), e.pat("search-index"), e.pat("/notify-.*/"))
+	k.Deadlines = map[string]time.Duration{e.n("search-index"): 2 * time.Minute}
+	k.Topics = []string{e.pat("events"), e.pat("/ev-.*/")}
+	k.Uncommitted = rule
+	// Per-partition series with the default rule: the uncommitted
+	// partition has none.
+	k.PerPartition = rule == ""
 	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 3, 10)
-	seedTopic(t, cl, adm, "ev-2", 1, 5)
-	seedTopic(t, cl, adm, "audit", 1, 5)
+	events, ev2, audit := e.n("events"), e.n("ev-2"), e.n("audit")
+	seedTopic(t, cl, adm, events, 3, 10)
+	seedTopic(t, cl, adm, ev2, 1, 5)
+	seedTopic(t, cl, adm, audit, 1, 5)
 	// Partition 2 keeps offsets 3..9: its log starts at 3.
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: "events", Partition: 2, At: 3})
+	del.Add(kadm.Offset{Topic: events, Partition: 2, At: 3})
 	if _, err := adm.DeleteRecords(kafkaCtx(t), del); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
-	commit(t, adm, "search-index", "events", map[int32]int64{0: 4, 1: 10}) // p2 never committed
-	commit(t, adm, "search-index", "ev-2", map[int32]int64{0: 5})
-	commit(t, adm, "search-index", "audit", map[int32]int64{0: 0}) // filtered out by topics
-	commit(t, adm, "notify-email", "events", map[int32]int64{0: 9, 1: 9, 2: 9})
-	commit(t, adm, "notifyx", "events", map[int32]int64{0: 0}) // regex is anchored: not "notify-"
-	commit(t, adm, "other", "events", map[int32]int64{0: 0})
+	si, ne := e.n("search-index"), e.n("notify-email")
+	commit(t, adm, si, events, map[int32]int64{0: 4, 1: 10}) // p2 never committed
+	commit(t, adm, si, ev2, map[int32]int64{0: 5})
+	commit(t, adm, si, audit, map[int32]int64{0: 0}) // filtered out by topics
+	commit(t, adm, ne, events, map[int32]int64{0: 9, 1: 9, 2: 9})
+	commit(t, adm, e.n("notifyx"), events, map[int32]int64{0: 0}) // regex is anchored: not "notify-"
+	commit(t, adm, e.n("other"), events, map[int32]int64{0: 0})
 
 	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
@@ -209,19 +223,43 @@ func TestKafkaLagExact(t *testing.T) {
 		t.Fatalf("Update: %v", err)
 	}
 	secs := func(offset int) float64 { return now.Sub(kafkaBase.Add(time.Duration(offset) * time.Second)).Seconds() }
+	// p0: 10-4, p1: 0; p2 (uncommitted) counts only by rule, 10-3 from
+	// the log start. Oldest unconsumed: p0 at 4, or p2 at its log start 3.
+	siMsgs, siSecs := 6.0, secs(4)
+	if rule == config.UncommittedLogStart {
+		siMsgs, siSecs = 6+7, secs(3)
+	}
 	want := map[string]float64{
-		// p0: 10-4, p1: 0, p2 (uncommitted): 10-3 from the log start.
-		lagKey("outbox_consumer_lag_messages", "search-index", "events"): 6 + 0 + 7,
-		// Oldest unconsumed: p2 at its log start, offset 3 (p0 is at 4).
-		lagKey("outbox_consumer_lag_seconds", "search-index", "events"):  secs(3),
-		lagKey("outbox_consumer_lag_messages", "search-index", "ev-2"):   0,
-		lagKey("outbox_consumer_lag_seconds", "search-index", "ev-2"):    0,
-		lagKey("outbox_consumer_deadline_seconds", "search-index", ""):   120,
-		lagKey("outbox_consumer_group_members", "search-index", ""):      0,
-		lagKey("outbox_consumer_lag_messages", "notify-email", "events"): 3,
-		lagKey("outbox_consumer_lag_seconds", "notify-email", "events"):  secs(9),
-		lagKey("outbox_consumer_deadline_seconds", "notify-email", ""):   600,
-		lagKey("outbox_consumer_group_members", "notify-email", ""):      0,
+		lagKey("outbox_consumer_lag_messages", si, events):                          siMsgs,
+		lagKey("outbox_consumer_lag_seconds", si, events):                           siSecs,
+		lagKey("outbox_consumer_retention_lost_messages", si, events):               0,
+		lagKey("outbox_consumer_lag_messages", si, ev2):                             0,
+		lagKey("outbox_consumer_lag_seconds", si, ev2):                              0,
+		lagKey("outbox_consumer_retention_lost_messages", si, ev2):                  0,
+		lagKey("outbox_consumer_deadline_seconds", si, ""):                          120,
+		lagKey("outbox_consumer_group_members", si, ""):                             0,
+		lagKey("outbox_consumer_lag_messages", ne, events):                          3,
+		lagKey("outbox_consumer_lag_seconds", ne, events):                           secs(9),
+		lagKey("outbox_consumer_retention_lost_messages", ne, events):               0,
+		lagKey("outbox_consumer_deadline_seconds", ne, ""):                          600,
+		lagKey("outbox_consumer_group_members", ne, ""):                             0,
+		"outbox_consumer_group_info{group=" + si + ",protocol=classic,state=Empty}": 1,
+		"outbox_consumer_group_info{group=" + ne + ",protocol=classic,state=Empty}": 1,
+	}
+	if k.PerPartition {
+		part := func(metric, g, topic string, p int, v float64) {
+			want[fmt.Sprintf("outbox_consumer_partition_lag_%s{group=%s,partition=%d,topic=%s}", metric, g, p, topic)] = v
+		}
+		part("messages", si, events, 0, 6)
+		part("seconds", si, events, 0, secs(4))
+		part("messages", si, events, 1, 0)
+		part("seconds", si, events, 1, 0)
+		part("messages", si, ev2, 0, 0)
+		part("seconds", si, ev2, 0, 0)
+		for p := 0; p < 3; p++ {
+			part("messages", ne, events, p, 1)
+			part("seconds", ne, events, p, secs(9))
+		}
 	}
 	wantSeries(t, got, want, 0.001)
 	if len(got) != len(want) {
@@ -232,13 +270,14 @@ func TestKafkaLagExact(t *testing.T) {
 // TestKafkaCacheReadsOnlyMovedCommits shows the time lag costs a Fetch
 // only when a commit moved: a second scrape with no commit moved sends
 // none, and moving one commit reads again.
-func TestKafkaCacheReadsOnlyMovedCommits(t *testing.T) {
-	kc := kafkatest.New(t, 2)
-	k := kafkaCfg(kc.Brokers(), "/g.*/")
+func TestKafkaCacheReadsOnlyMovedCommits(t *testing.T) { onBoth(t, 2, cacheReadsOnlyMovedCommits) }
+
+func cacheReadsOnlyMovedCommits(t *testing.T, e kenv) {
+	k := kafkaCfg(e.Brokers(), e.pat("/g.*/"))
 	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 4, 20)
+	seedTopic(t, cl, adm, e.n("events"), 4, 20)
 	for i := 0; i < 5; i++ {
-		commit(t, adm, fmt.Sprintf("g%d", i), "events", map[int32]int64{0: int64(i), 1: int64(i + 1), 2: int64(i + 2), 3: int64(i + 3)})
+		commit(t, adm, e.n(fmt.Sprintf("g%d", i)), e.n("events"), map[int32]int64{0: int64(i), 1: int64(i + 1), 2: int64(i + 2), 3: int64(i + 3)})
 	}
 	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
@@ -261,7 +300,7 @@ func TestKafkaCacheReadsOnlyMovedCommits(t *testing.T) {
 	if fmt.Sprint(first) != fmt.Sprint(second) {
 		t.Fatalf("cached scrape differs:\n%v\n%v", first, second)
 	}
-	commit(t, adm, "g0", "events", map[int32]int64{0: 15})
+	commit(t, adm, e.n("g0"), e.n("events"), map[int32]int64{0: 15})
 	third, err := scrape(t, c, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -271,8 +310,8 @@ func TestKafkaCacheReadsOnlyMovedCommits(t *testing.T) {
 	}
 	// g0: p0 now at 15, p1 at 1 is still the oldest.
 	wantSeries(t, third, map[string]float64{
-		lagKey("outbox_consumer_lag_messages", "g0", "events"): 5 + 19 + 18 + 17,
-		lagKey("outbox_consumer_lag_seconds", "g0", "events"):  now.Sub(kafkaBase.Add(time.Second)).Seconds(),
+		lagKey("outbox_consumer_lag_messages", e.n("g0"), e.n("events")): 5 + 19 + 18 + 17,
+		lagKey("outbox_consumer_lag_seconds", e.n("g0"), e.n("events")):  now.Sub(kafkaBase.Add(time.Second)).Seconds(),
 	}, 0.001)
 }
 
@@ -343,22 +382,24 @@ func TestKafkaEmptyGroupKeepsLagDeletedGroupGoes(t *testing.T) {
 	}
 }
 
-// TestKafkaConsumerProtocolGroup runs a KIP-848 (consumer protocol) group.
-// Its members count only because the collector describes consumer-type
-// groups with ConsumerGroupDescribe: kfake answers a classic
-// DescribeGroups for such a group with an empty member list (Collector 4.x
-// answers GROUP_ID_NOT_FOUND), so a classic-only describe would report 0.
-// What kfake cannot show: Collector 4.x's own answers (the error on classic
-// describe, a group mid-migration from classic with members of both
-// kinds), and brokers before 3.8 that list no group type at all (covered by
+// TestKafkaConsumerProtocolGroup runs a KIP-848 (consumer protocol) group
+// of franz-go members, on kfake and on Apache Kafka. Its members count
+// only because the collector describes consumer-type groups with
+// ConsumerGroupDescribe: kfake answers a classic DescribeGroups for such
+// a group with an empty member list, Kafka 4.x with GROUP_ID_NOT_FOUND
+// (a Dead group), so a classic-only describe would report 0. Not shown
+// here: a group mid-migration from classic with members of both kinds,
+// and brokers before 3.8 that list no group type at all (covered by
 // lag.SelectGroups' table test).
-func TestKafkaConsumerProtocolGroup(t *testing.T) {
-	kc := kafkatest.New(t, 1)
-	k := kafkaCfg(kc.Brokers(), "notify")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 2, 10)
+func TestKafkaConsumerProtocolGroup(t *testing.T) { onBoth(t, 1, consumerProtocolGroup) }
 
-	consumer, err := kafkaclient.New(k, kgo.ConsumerGroup("notify"), kgo.ServerSideBalancer(), kgo.ConsumeTopics("events"),
+func consumerProtocolGroup(t *testing.T, e kenv) {
+	notify, events := e.n("notify"), e.n("events")
+	k := kafkaCfg(e.Brokers(), notify)
+	cl, adm := kafkaAdmin(t, k)
+	seedTopic(t, cl, adm, events, 2, 10)
+
+	consumer, err := kafkaclient.New(k, kgo.ConsumerGroup(notify), kgo.ServerSideBalancer(), kgo.ConsumeTopics(events),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -380,16 +421,19 @@ func TestKafkaConsumerProtocolGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ := listed["notify"].GroupType; typ != "consumer" {
+	if typ := listed[notify].GroupType; typ != "consumer" {
 		t.Fatalf("group type %q: the test needs a KIP-848 group", typ)
 	}
-	if d, err := adm.DescribeGroups(ctx, "notify"); err == nil && len(d["notify"].Members) != 0 {
-		t.Logf("kfake now describes consumer groups classically with %d members", len(d["notify"].Members))
+	// Classic DescribeGroups does not describe a KIP-848 group: Kafka
+	// answers GROUP_ID_NOT_FOUND or a Dead group, kfake an empty member
+	// list. Either way a classic-only describe would report 0 members.
+	if d, err := adm.DescribeGroups(ctx, notify); err == nil {
+		t.Logf("classic describe of a KIP-848 group: state %q, %d members, err %v", d[notify].State, len(d[notify].Members), d[notify].Err)
 	}
 
 	// Two records more: lag 2 on partition 0.
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "events", Partition: 0, Value: []byte("v"), Timestamp: kafkaBase.Add(time.Minute)},
-		&kgo.Record{Topic: "events", Partition: 0, Value: []byte("v"), Timestamp: kafkaBase.Add(2 * time.Minute)}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: events, Partition: 0, Value: []byte("v"), Timestamp: kafkaBase.Add(time.Minute)},
+		&kgo.Record{Topic: events, Partition: 0, Value: []byte("v"), Timestamp: kafkaBase.Add(2 * time.Minute)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	c := newKafka(t, k)
@@ -400,9 +444,9 @@ func TestKafkaConsumerProtocolGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSeries(t, got, map[string]float64{
-		lagKey("outbox_consumer_group_members", "notify", ""):      1,
-		lagKey("outbox_consumer_lag_messages", "notify", "events"): 2,
-		lagKey("outbox_consumer_lag_seconds", "notify", "events"):  now.Sub(kafkaBase.Add(time.Minute)).Seconds(),
+		lagKey("outbox_consumer_group_members", notify, ""):    1,
+		lagKey("outbox_consumer_lag_messages", notify, events): 2,
+		lagKey("outbox_consumer_lag_seconds", notify, events):  now.Sub(kafkaBase.Add(time.Minute)).Seconds(),
 	}, 0.001)
 }
 
@@ -411,19 +455,20 @@ func TestKafkaConsumerProtocolGroup(t *testing.T) {
 // an aborted transaction after it, only markers and aborted records
 // remain. Both are caught up: 0 records, 0 seconds (Burrow #570). An
 // open transaction is not yet readable: 0 seconds, its records counted.
-func TestKafkaTransactionsCaughtUp(t *testing.T) {
-	kc := kafkatest.New(t, 1)
-	k := kafkaCfg(kc.Brokers(), "/.*/")
+func TestKafkaTransactionsCaughtUp(t *testing.T) { onBoth(t, 1, transactionsCaughtUp) }
+
+func transactionsCaughtUp(t *testing.T, e kenv) {
+	k := kafkaCfg(e.Brokers(), e.pat("/.*/"))
 	_, adm := kafkaAdmin(t, k)
 	ctx := kafkaCtx(t)
 	for _, topic := range []string{"committed", "aborted", "open"} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, e.n(topic)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	txn := func(topic string, n int, end kgo.TransactionEndTry) {
 		t.Helper()
-		p, err := kafkaclient.New(k, kgo.TransactionalID("tx-"+topic+fmt.Sprint(end)), kgo.DefaultProduceTopic(topic))
+		p, err := kafkaclient.New(k, kgo.TransactionalID(e.n("tx-"+topic+fmt.Sprint(end))), kgo.DefaultProduceTopic(e.n(topic)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,19 +499,19 @@ func TestKafkaTransactionsCaughtUp(t *testing.T) {
 	txn("open", 2, kgo.TryAbort)       // 0-1 aborted, 2 marker
 	txn("open", 3, kgo.TryCommit)      // 3-5 in an open transaction: LSO 3, HWM 6
 
-	ends, err := adm.ListEndOffsets(ctx, "committed", "aborted", "open")
+	ends, err := adm.ListEndOffsets(ctx, e.n("committed"), e.n("aborted"), e.n("open"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for topic, want := range map[string]int64{"committed": 6, "aborted": 10, "open": 6} {
-		if o, _ := ends.Lookup(topic, 0); o.Offset != want {
+		if o, _ := ends.Lookup(e.n(topic), 0); o.Offset != want {
 			t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
 		}
 	}
-	commit(t, adm, "reader", "committed", map[int32]int64{0: 5})
-	commit(t, adm, "reader", "aborted", map[int32]int64{0: 5})
-	commit(t, adm, "reader", "open", map[int32]int64{0: 3})
-	commit(t, adm, "behind", "committed", map[int32]int64{0: 2})
+	commit(t, adm, e.n("reader"), e.n("committed"), map[int32]int64{0: 5})
+	commit(t, adm, e.n("reader"), e.n("aborted"), map[int32]int64{0: 5})
+	commit(t, adm, e.n("reader"), e.n("open"), map[int32]int64{0: 3})
+	commit(t, adm, e.n("behind"), e.n("committed"), map[int32]int64{0: 2})
 
 	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
@@ -476,14 +521,14 @@ func TestKafkaTransactionsCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSeries(t, got, map[string]float64{
-		lagKey("outbox_consumer_lag_messages", "reader", "committed"): 0,
-		lagKey("outbox_consumer_lag_seconds", "reader", "committed"):  0,
-		lagKey("outbox_consumer_lag_messages", "reader", "aborted"):   0,
-		lagKey("outbox_consumer_lag_seconds", "reader", "aborted"):    0,
-		lagKey("outbox_consumer_lag_messages", "reader", "open"):      3,
-		lagKey("outbox_consumer_lag_seconds", "reader", "open"):       0,
-		lagKey("outbox_consumer_lag_messages", "behind", "committed"): 4,
-		lagKey("outbox_consumer_lag_seconds", "behind", "committed"):  now.Sub(kafkaBase.Add(2 * time.Second)).Seconds(),
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("committed")): 0,
+		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("committed")):  0,
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("aborted")):   0,
+		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("aborted")):    0,
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("open")):      3,
+		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("open")):       0,
+		lagKey("outbox_consumer_lag_messages", e.n("behind"), e.n("committed")): 4,
+		lagKey("outbox_consumer_lag_seconds", e.n("behind"), e.n("committed")):  now.Sub(kafkaBase.Add(2 * time.Second)).Seconds(),
 	}, 0.001)
 }
 

@@ -4,9 +4,12 @@
 // lag.go holds the decisions, apart from any I/O: offset lag of a
 // partition, where the oldest unconsumed record of a partition is, whether
 // a cached record probe still answers, time lag, and which groups and
-// topics get series. probe.go and batches.go read the first record at an
-// offset with raw Fetch requests; collector.go lists groups, commits and
-// offsets and exports the series. Nothing here returns -1 or NaN: an
+// topics get series. plan.go decides, also without I/O, which partitions
+// count and which records must be read, and keeps the probe cache.
+// probe.go and batches.go read the first record at an offset with raw
+// Fetch requests; groups.go and offsets.go ask the cluster for groups,
+// commits and offsets; collector.go runs a collection and exports the
+// series. Nothing here returns -1 or NaN: an
 // unknown value is reported as unknown, and the caller leaves the series
 // out.
 package kafka
@@ -84,7 +87,8 @@ type Probe struct {
 	// returned.
 	Stable int64
 	// Found is true when a data record at or after From was read; Offset
-	// and Timestamp are that first record's.
+	// and Timestamp are that first record's. Timestamp is zero when the
+	// record has none (NO_TIMESTAMP, -1): its age is unknown, not 56 years.
 	Found     bool
 	Offset    int64
 	Timestamp time.Time
@@ -139,6 +143,8 @@ func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 	}
 	switch {
 	case probe == nil:
+	case probe.Found && probe.Offset < o.End && probe.Timestamp.IsZero():
+		// A record without a timestamp: the age is unknown.
 	case probe.Found && probe.Offset < o.End:
 		out.Seconds = max(now.Sub(probe.Timestamp).Seconds(), 0)
 		out.SecondsOK = true
@@ -152,6 +158,33 @@ func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 	return out
 }
 
+// Lost is how many records retention (DeleteRecords, retention.ms or
+// retention.bytes) deleted before the group consumed them: the log start
+// minus the commit, when the commit is below it. The group resumes at the
+// log start (its auto.offset.reset permitting) and never sees them; no
+// offset or time lag shows them.
+func Lost(o Offsets) int64 {
+	if !o.Committed() || !o.StartKnown {
+		return 0
+	}
+	return max(o.Start-o.Commit, 0)
+}
+
+// Uncommitted is the rule for a partition a group never committed to.
+type Uncommitted int
+
+const (
+	// IgnoreUncommitted counts only committed partitions, as kminion and
+	// Burrow do: a new group with auto.offset.reset=latest has nothing
+	// ahead of it, and counting from the log start would page with a lag
+	// as old as the retention.
+	IgnoreUncommitted Uncommitted = iota
+	// FromLogStart counts a never-committed partition from its log start,
+	// in records and seconds: for groups that start at the earliest
+	// offset, where all that is retained is really unconsumed.
+	FromLogStart
+)
+
 // Topic is the lag of one (group, topic).
 type Topic struct {
 	// Messages is the sum over the partitions whose lag is known.
@@ -162,8 +195,9 @@ type Topic struct {
 	Seconds   float64
 	SecondsOK bool
 	// Partial is true when some partition's lag is unknown: the values
-	// are lower bounds.
+	// are lower bounds. Unknown counts those partitions.
 	Partial bool
+	Unknown int
 }
 
 // Sum folds the partitions of one topic.
@@ -173,14 +207,14 @@ func Sum(ps []Partition) Topic {
 		if p.MessagesOK {
 			t.Messages += p.Messages
 			t.MessagesOK = true
-		} else {
-			t.Partial = true
 		}
 		if p.SecondsOK {
 			t.Seconds = max(t.Seconds, p.Seconds)
 			t.SecondsOK = true
-		} else {
+		}
+		if !p.MessagesOK || !p.SecondsOK {
 			t.Partial = true
+			t.Unknown++
 		}
 	}
 	return t
@@ -264,4 +298,24 @@ func TopicFilter(patterns []Matcher) func(string) bool {
 		}
 		return false
 	}
+}
+
+// Unsupported returns the listed groups that match patterns but are of a
+// type SelectGroups leaves out (share, streams, or one this version does
+// not know), so the caller can say so instead of dropping them silently.
+func Unsupported(listed []Listed, patterns []Matcher) []Listed {
+	var out []Listed
+	for _, g := range listed {
+		switch g.Type {
+		case "", TypeClassic, TypeConsumer:
+			continue
+		}
+		for _, p := range patterns {
+			if p.Match(g.Name) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
 }

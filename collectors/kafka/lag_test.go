@@ -84,11 +84,36 @@ func TestDecide(t *testing.T) {
 			Partition{Messages: 4, MessagesOK: true}},
 		{"uncommitted, start unknown", Offsets{Commit: NoCommit, End: 9}, nil,
 			Partition{}},
+		{"record without a timestamp (NO_TIMESTAMP): unknown, not 56 years", Offsets{Commit: 4, End: 10}, &Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4},
+			Partition{Messages: 6, MessagesOK: true}},
+		{"read bounded after a run of aborted records: unknown", Offsets{Commit: 0, End: 900}, &Probe{From: 0, Next: 400, Stable: 900},
+			Partition{Messages: 900, MessagesOK: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(tc.o, tc.probe, now)
 			if got != tc.want {
 				t.Fatalf("Decide = %+v; want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Offsets
+		want int64
+	}{
+		{"commit below the log start", Offsets{Commit: 2, Start: 5, StartKnown: true, End: 10}, 3},
+		{"commit at the log start", Offsets{Commit: 5, Start: 5, StartKnown: true, End: 10}, 0},
+		{"commit above", Offsets{Commit: 7, Start: 5, StartKnown: true, End: 10}, 0},
+		{"never committed: nothing the group lost", Offsets{Commit: NoCommit, Start: 5, StartKnown: true, End: 10}, 0},
+		{"start unknown", Offsets{Commit: 2, End: 10}, 0},
+		{"everything deleted", Offsets{Commit: 0, Start: 10, StartKnown: true, End: 10}, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Lost(tc.o); got != tc.want {
+				t.Fatalf("Lost(%+v) = %d, want %d", tc.o, got, tc.want)
 			}
 		})
 	}
@@ -105,6 +130,11 @@ func TestProbeUsableAndContinue(t *testing.T) {
 	}
 	if markers.Usable(8) {
 		t.Fatal("records appended after the markers: must be read again")
+	}
+	// A read cut short by the round bound is continued, not restarted.
+	short := Probe{From: 0, Next: 400, Stable: 900}
+	if short.Usable(900) {
+		t.Fatal("a bounded read that stopped short must be continued")
 	}
 	cont := markers.Continue(Probe{From: 6, Next: 8, Stable: 8, Found: true, Offset: 7})
 	if cont.From != 5 || !cont.Found || cont.Offset != 7 {
@@ -127,8 +157,8 @@ func TestSum(t *testing.T) {
 			{Messages: 3, MessagesOK: true, Seconds: 10, SecondsOK: true},
 			{Messages: 4, MessagesOK: true},
 			{},
-		}, Topic{Messages: 7, MessagesOK: true, Seconds: 10, SecondsOK: true, Partial: true}},
-		{"nothing known: no series", []Partition{{}, {}}, Topic{Partial: true}},
+		}, Topic{Messages: 7, MessagesOK: true, Seconds: 10, SecondsOK: true, Partial: true, Unknown: 2}},
+		{"nothing known: no series", []Partition{{}, {}}, Topic{Partial: true, Unknown: 2}},
 		{"no partitions: no series", nil, Topic{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,5 +226,24 @@ func TestTopics(t *testing.T) {
 	}
 	if TopicFilter(nil) != nil {
 		t.Fatal("no topic patterns keeps every topic")
+	}
+}
+
+// TestUnsupported: matching share and streams groups are named (and
+// logged by the collector) instead of vanishing; classic, KIP-848 and
+// untyped groups, and groups matching no pattern, are not.
+func TestUnsupported(t *testing.T) {
+	listed := []Listed{
+		{Name: "notify-share", Type: "share"},
+		{Name: "notify-streams", Type: "streams"},
+		{Name: "notify-email", Type: "consumer"},
+		{Name: "notify-sms", Type: ""},
+		{Name: "notify-classic", Type: "classic"},
+		{Name: "other-share", Type: "share"},
+	}
+	got := Unsupported(listed, patterns(t, "/notify-.*/"))
+	want := []Listed{{Name: "notify-share", Type: "share"}, {Name: "notify-streams", Type: "streams"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Unsupported = %+v; want %+v", got, want)
 	}
 }

@@ -30,6 +30,9 @@ const (
 	partitionBytes = 256 << 10
 	requestBytes   = 4 << 20
 	maxRounds      = 12
+	// maxMoves bounds how often one Read follows a partition to a new
+	// leader (a rolling restart moves it once or twice).
+	maxMoves = 3
 )
 
 // Prober reads the first data record at given offsets, with read_committed
@@ -59,7 +62,14 @@ type partState struct {
 	carried []ask
 	cursor  int64
 	empties int // consecutive rounds that returned nothing
-	err     error
+	// stable is the last stable offset of the last answer, -1 before one.
+	stable int64
+	// stale is set when the leader did not answer for the partition
+	// (NOT_LEADER, a broker gone): metadata is read again and the
+	// partition retried; moves counts those.
+	stale bool
+	moves int
+	err   error
 }
 
 // Warm opens the fetch connection to every known broker (kgo keeps fetches
@@ -105,6 +115,16 @@ func (a answers) set(x ask, pr Probe) {
 // left unanswered and their errors joined in the returned error; the
 // others are still answered. meta must hold the leaders and topic IDs of
 // the wanted partitions. Read returns by ctx's deadline.
+//
+// Work is bounded: after maxRounds a partition still unsettled (a long run
+// of aborted records, say) is answered with where the reading got to, a
+// Probe that is neither Found nor at the end. Decide reports its time lag
+// unknown, and the caller continues from Next on the next scrape
+// (Probe.Usable, Probe.Continue) instead of starting again at the commit.
+//
+// A partition whose leader does not answer for it (NOT_LEADER_OR_FOLLOWER,
+// FENCED_LEADER_EPOCH, the broker gone in a rolling restart) is followed
+// to its new leader with fresh metadata, within ctx and maxMoves.
 func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want) (probes []Probe, ok []bool, err error) {
 	out := answers{probes: make([]Probe, len(wants)), ok: make([]bool, len(wants))}
 	states, errs := plan(meta, wants)
@@ -115,20 +135,115 @@ func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want)
 		}
 		p.round(ctx, states, out)
 		live := states[:0]
+		var stale []*partState
 		for _, s := range states {
 			switch {
 			case s.err != nil:
 				errs = append(errs, s.err)
+			case s.stale:
+				stale = append(stale, s)
+				live = append(live, s)
 			case len(s.pending) > 0 || len(s.carried) > 0:
 				live = append(live, s)
 			}
 		}
 		states = live
+		if len(stale) > 0 {
+			p.relead(ctx, stale)
+		}
 	}
-	if len(states) > 0 && ctx.Err() == nil {
-		errs = append(errs, fmt.Errorf("read oldest records: %d partitions unanswered after %d rounds", len(states), maxRounds))
+	for _, s := range states {
+		switch {
+		case s.err != nil:
+			errs = append(errs, s.err)
+		case s.stale:
+			errs = append(errs, fmt.Errorf("read %s/%d: no leader answered within %d rounds", s.topic, s.part, maxRounds))
+		default:
+			s.suspend(out)
+		}
 	}
 	return out.probes, out.ok, errors.Join(errs...)
+}
+
+// relead reads the metadata of stale partitions' topics again and points
+// them at their current leaders.
+func (p *Prober) relead(ctx context.Context, ss []*partState) {
+	seen := map[string]bool{}
+	var topics []string
+	for _, s := range ss {
+		if !seen[s.topic] {
+			seen[s.topic] = true
+			topics = append(topics, s.topic)
+		}
+	}
+	// A direct request: kadm's Metadata may answer from kgo's cache,
+	// which still names the old leader.
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, p.cl)
+	type leaderOf struct {
+		t string
+		p int32
+	}
+	leaders := map[leaderOf]int32{}
+	ids := map[string]kadm.TopicID{}
+	if err == nil {
+		for _, rt := range resp.Topics {
+			if rt.Topic == nil || rt.ErrorCode != 0 {
+				continue
+			}
+			ids[*rt.Topic] = rt.TopicID
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 {
+					leaders[leaderOf{*rt.Topic, rp.Partition}] = rp.Leader
+				}
+			}
+		}
+	}
+	for _, s := range ss {
+		s.stale = false
+		s.moves++
+		leader, ok := leaders[leaderOf{s.topic, s.part}]
+		switch {
+		case err != nil:
+			s.err = fmt.Errorf("read %s/%d: refresh metadata after a leader change: %w", s.topic, s.part, err)
+		case s.moves > maxMoves:
+			s.err = fmt.Errorf("read %s/%d: the leader moved %d times during one scrape", s.topic, s.part, s.moves)
+		case !ok || leader < 0:
+			s.err = fmt.Errorf("read %s/%d: no leader after a leader change", s.topic, s.part)
+		default:
+			s.leader, s.id = leader, ids[s.topic]
+		}
+	}
+}
+
+// suspend answers the offsets of a partition not settled within the
+// rounds with how far the reading got: no data record in [offset, Next).
+// Without a last stable offset nothing is claimed: the offsets stay
+// unanswered.
+func (s *partState) suspend(out answers) {
+	if s.stable < 0 {
+		return
+	}
+	for _, a := range s.carried {
+		out.set(a, Probe{Next: s.cursor, Stable: s.stable})
+	}
+	for _, a := range s.pending {
+		out.set(a, Probe{Next: a.off, Stable: s.stable})
+	}
+	s.carried, s.pending = nil, nil
+}
+
+// leaderGone reports a partition error after which the partition is read
+// again from its current leader.
+func leaderGone(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch) ||
+		errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
+		errors.Is(err, kerr.ReplicaNotAvailable)
 }
 
 // plan groups wants by partition.
@@ -166,7 +281,7 @@ func plan(meta kadm.TopicDetails, wants []Want) ([]*partState, []error) {
 				errs = append(errs, s.err)
 				continue
 			}
-			s = &partState{topic: w.Topic, id: td.ID, part: w.Partition, leader: pd.Leader}
+			s = &partState{topic: w.Topic, id: td.ID, part: w.Partition, leader: pd.Leader, stable: -1}
 			cur[w.Partition] = s
 			states = append(states, s)
 		}
@@ -233,56 +348,76 @@ func (p *Prober) round(ctx context.Context, states []*partState, out answers) {
 			}
 			if err != nil {
 				for _, s := range ss {
-					s.err = fmt.Errorf("fetch from broker %d for %s/%d: %w", leader, s.topic, s.part, err)
+					if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || s.moves >= maxMoves {
+						s.err = fmt.Errorf("fetch from broker %d for %s/%d: %w", leader, s.topic, s.part, err)
+						continue
+					}
+					// The broker may be restarting: ask who leads now.
+					s.stale = true
 				}
 				return
 			}
-			// The brokers' answers are decoded in parallel; each touches
-			// only its own partitions.
-			type tp struct {
-				t string
-				p int32
-			}
-			byTP := make(map[tp]*partState, len(ss))
-			idName := map[kadm.TopicID]string{}
-			for _, s := range ss {
-				byTP[tp{s.topic, s.part}] = s
-				idName[s.id] = s.topic
-			}
-			resp := kresp.(*kmsg.FetchResponse)
-			for i := range resp.Topics {
-				rt := &resp.Topics[i]
-				name := rt.Topic
-				if name == "" {
-					name = idName[kadm.TopicID(rt.TopicID)]
-				}
-				for j := range rt.Partitions {
-					rp := &rt.Partitions[j]
-					if s := byTP[tp{name, rp.Partition}]; s != nil {
-						delete(byTP, tp{name, rp.Partition})
-						fold(s, rp, out)
-					}
-				}
-			}
-			for _, s := range byTP {
-				s.empties++ // not in the answer
-			}
+			foldResponse(ss, kresp.(*kmsg.FetchResponse), out)
 		}(leader, ss)
 	}
 	wg.Wait()
+}
+
+// foldResponse folds one broker's Fetch answer into its partitions. The
+// brokers' answers are decoded in parallel; each touches only its own
+// partitions.
+func foldResponse(ss []*partState, resp *kmsg.FetchResponse, out answers) {
+	type tp struct {
+		t string
+		p int32
+	}
+	byTP := make(map[tp]*partState, len(ss))
+	idName := map[kadm.TopicID]string{}
+	for _, s := range ss {
+		byTP[tp{s.topic, s.part}] = s
+		idName[s.id] = s.topic
+	}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		name := rt.Topic
+		if name == "" {
+			name = idName[kadm.TopicID(rt.TopicID)]
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if s := byTP[tp{name, rp.Partition}]; s != nil {
+				delete(byTP, tp{name, rp.Partition})
+				fold(s, rp, out)
+			}
+		}
+	}
+	for _, s := range byTP {
+		s.empties++ // not in the answer
+	}
 }
 
 // fold takes one partition's fetch answer into its state and answers the
 // offsets it settles.
 func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out answers) {
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
-	case errors.Is(err, kerr.OffsetOutOfRange) && s.cursor < rp.LogStartOffset:
+	case errors.Is(err, kerr.OffsetOutOfRange) && rp.LogStartOffset >= 0 && s.cursor < rp.LogStartOffset:
 		// Retention deleted the asked offsets: the oldest record left
-		// is at the log start.
+		// is at the log start (kfake says where it is).
 		s.carry(rp.LogStartOffset)
 		return
-	case errors.Is(err, kerr.OffsetOutOfRange) && s.cursor >= rp.HighWatermark:
+	case errors.Is(err, kerr.OffsetOutOfRange) && rp.HighWatermark >= 0 && s.cursor >= rp.HighWatermark:
 		s.finish(s.cursor, rp.LastStableOffset, out)
+		return
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		// Apache Kafka answers an out-of-range fetch with -1 for the
+		// high watermark, the last stable offset and the log start:
+		// nothing is known, least of all "caught up". Retention moved
+		// the log start after it was listed; the next scrape lists it
+		// again.
+		s.err = fmt.Errorf("fetch %s/%d at %d: %w (log start moved since it was listed)", s.topic, s.part, s.cursor, err)
+		return
+	case leaderGone(err) && s.moves < maxMoves:
+		s.stale = true
 		return
 	case err != nil:
 		s.err = fmt.Errorf("fetch %s/%d at %d: %w", s.topic, s.part, s.cursor, err)
@@ -292,10 +427,15 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out answers) {
 	if stable < 0 {
 		stable = rp.HighWatermark
 	}
+	s.stable = stable
 	// Every asked offset, carried ones (below the cursor) first.
 	asks := append(s.carried, s.pending...)
 	answered, next, err := scan(rp, s.cursor, asks, func(a ask, offset, millis int64) {
-		out.set(a, Probe{Next: offset + 1, Stable: stable, Found: true, Offset: offset, Timestamp: time.UnixMilli(millis)})
+		pr := Probe{Next: offset + 1, Stable: stable, Found: true, Offset: offset}
+		if millis >= 0 { // -1 is NO_TIMESTAMP
+			pr.Timestamp = time.UnixMilli(millis)
+		}
+		out.set(a, pr)
 	})
 	if err != nil {
 		s.err = fmt.Errorf("decode %s/%d at %d: %w", s.topic, s.part, s.cursor, err)

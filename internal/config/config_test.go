@@ -88,6 +88,7 @@ func TestBadConfigs(t *testing.T) {
 		{"unset env var", strings.Replace(base, "postgres://exporter@127.0.0.1/app", "${NOPE_DSN}", 1), []string{"databases.main.dsn: environment variable NOPE_DSN is not set (line 4)"}},
 		{"list where mapping expected", base + "kafka: [a, b]\n", []string{"kafka: expected a mapping, got a list (line 15)"}},
 		{"sasl mechanism", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    sasl: {mechanism: GSSAPI, username: u}\n", []string{`kafka.main.sasl.mechanism: "GSSAPI" is not one of PLAIN`, "(line 18)"}},
+		{"kafka uncommitted rule", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    uncommitted: latest\n", []string{`kafka.main.uncommitted: "latest" is not one of ignore`, "log_start"}},
 		{"bad group regex", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    groups: [\"/[/\"]\n", []string{"kafka.main.groups[0]", "not a valid regular expression"}},
 		{"broker without port", base + "kafka:\n  main:\n    brokers: [localhost]\n", []string{`kafka.main.brokers[0]: "localhost" is not host:port`}},
 		{"bad cron", base + "reconcile:\n  idx:\n    schedule: every five minutes\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.schedule: "every five minutes" is not a cron schedule`, "(line 17)"}},

@@ -145,6 +145,13 @@ type Kafka struct {
 	Topics    []string                 `yaml:"topics"`
 	Deadline  time.Duration            `yaml:"deadline"`
 	Deadlines map[string]time.Duration `yaml:"deadlines"`
+	// PerPartition adds outbox_consumer_partition_lag_* series: one per
+	// (group, topic, partition), so cardinality grows with partitions.
+	PerPartition bool `yaml:"per_partition"`
+	// Uncommitted is how a partition a group never committed to counts:
+	// "ignore" (default, as kminion and Burrow: not at all) or
+	// "log_start" (from the log start, in records and seconds).
+	Uncommitted string `yaml:"uncommitted"`
 }
 
 // DeadlineFor returns the lag deadline of a consumer group.

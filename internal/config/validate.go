@@ -328,6 +328,7 @@ func (v *validator) kafka(p string, k *Kafka) {
 			v.fail(fmt.Sprintf("%s.topics[%d]", p, i), "%v", err)
 		}
 	}
+	v.kafkaUncommitted(p, k)
 	if k.Deadline <= 0 {
 		v.fail(p+".deadline", "must be positive")
 	}

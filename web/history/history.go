@@ -29,6 +29,10 @@ type Store struct {
 
 	mu     sync.Mutex
 	series map[string][]Point
+	// evicted is the step of the last eviction scan: a full store scans
+	// once per step, not once per new key (that was keys x MaxSeries per
+	// scrape with more groups than MaxSeries).
+	evicted time.Time
 }
 
 // New returns a store of window/step points per series.
@@ -42,7 +46,10 @@ func (s *Store) Add(key string, t time.Time, v float64) {
 	defer s.mu.Unlock()
 	pts, ok := s.series[key]
 	if !ok && len(s.series) >= s.MaxSeries {
-		s.evictLocked(t)
+		if step := t.Truncate(s.Step); step.After(s.evicted) {
+			s.evicted = step
+			s.evictLocked(t)
+		}
 		if len(s.series) >= s.MaxSeries {
 			return
 		}

@@ -1,0 +1,243 @@
+package main
+
+// -scrape mode: the whole HTTP scrape of the running exporter (web.Server:
+// every collector of the configuration, the registry, the text encoding,
+// the page's history recorder) against one bare kadm.Lag over the same
+// groups, in the same process and run, on kfake or on Apache Kafka.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
+	"github.com/outbox-exporter/outbox_exporter/web"
+)
+
+type scrapeRow struct {
+	groups                                   int
+	lagCold, scrapeCold, lagWarm, scrapeWarm time.Duration
+	cpu                                      [4]time.Duration // lag cold, scrape cold, lag warm, scrape steady
+	series                                   int
+	heapPerGroup, heapInUse                  uint64
+	seedTook                                 time.Duration
+}
+
+// startBroker starts the cluster the scrape mode measures: kfake in a
+// child process, or one Apache Kafka node (a JVM child process). The
+// returned version names it.
+func startBroker(kind string, brokers int) (addrs []string, version string, stop func(), err error) {
+	switch kind {
+	case "kfake":
+		addrs, stop, err := startCluster(brokers)
+		return addrs, "kfake (franz-go)", stop, err
+	case "kafka":
+		b, err := kafkatest.Start(kafkatest.Options{Heap: "1g", OffsetsPartitions: 50})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return b.Brokers(), "Apache Kafka " + b.Version + " (one KRaft node, JVM child process)", b.Stop, nil
+	}
+	return nil, "", nil, fmt.Errorf("-broker %q: want kfake or kafka", kind)
+}
+
+func runScrape(kind string, sizes []int, partitions, topics, records, batch, brokers, reps int) {
+	var rows []scrapeRow
+	var version string
+	for _, n := range sizes {
+		addrs, v, stop, err := startBroker(kind, brokers)
+		if err != nil {
+			fail(err)
+		}
+		version = v
+		r, err := scrapeOne(addrs, n, partitions, topics, records, batch, reps)
+		stop()
+		if err != nil {
+			fail(err)
+		}
+		rows = append(rows, r)
+	}
+	fmt.Printf("\n%s; %d topics x %d partitions, %d records of 100 bytes per partition, every group lagging on every partition; whole HTTP /metrics scrape of the running exporter vs one bare kadm.Lag, same process, alternating; medians of %d runs (steady: 3 per run); Go %s, GOMAXPROCS %d\n\n",
+		version, topics, partitions, records, reps, runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Println("| groups | kadm.Lag cold | scrape cold | ratio | CPU ratio | kadm.Lag warm | scrape steady | ratio | CPU ratio | series | heap per group | heap in use |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Printf("| %d | %s | %s | %.2fx | %.2fx | %s | %s | %.2fx | %.2fx | %d | %.1f KB | %s |\n",
+			r.groups, ms(r.lagCold), ms(r.scrapeCold), ratio(r.scrapeCold, r.lagCold), ratio(r.cpu[1], r.cpu[0]),
+			ms(r.lagWarm), ms(r.scrapeWarm), ratio(r.scrapeWarm, r.lagWarm), ratio(r.cpu[3], r.cpu[2]),
+			r.series, float64(r.heapPerGroup)/1024, mb(r.heapInUse))
+	}
+	if len(rows) >= 2 {
+		a, b := rows[len(rows)-2], rows[len(rows)-1]
+		g := float64(b.groups) / float64(a.groups)
+		fmt.Printf("\nGrowth %d -> %d groups (x%.0f): scrape steady x%.2f, kadm.Lag warm x%.2f; scrape cold x%.2f, kadm.Lag cold x%.2f\n",
+			a.groups, b.groups, g, ratio(b.scrapeWarm, a.scrapeWarm), ratio(b.lagWarm, a.lagWarm),
+			ratio(b.scrapeCold, a.scrapeCold), ratio(b.lagCold, a.lagCold))
+	}
+	fmt.Printf("Peak RSS of the measured process: %s (the broker is a child process)\n", mb(peakRSS()))
+	for _, r := range rows {
+		fmt.Printf("Seeding %d groups took %s\n", r.groups, r.seedTook.Round(time.Millisecond))
+	}
+}
+
+func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps int) (scrapeRow, error) {
+	r := scrapeRow{groups: groups}
+	k := &config.Kafka{Brokers: addrs, Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	names, err := seed(ctx, k, groups, partitions, topics, records, batch)
+	if err != nil {
+		return r, err
+	}
+	r.seedTook = time.Since(t0)
+	fmt.Fprintf(os.Stderr, "seeded %d groups in %s\n", groups, r.seedTook.Round(time.Millisecond))
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	srv, url, stop, err := startExporter(ctx, addrs)
+	if err != nil {
+		return r, err
+	}
+	defer stop()
+	hc := &http.Client{Timeout: 2 * time.Minute}
+	// The server's first background collection; then every measured cold
+	// scrape follows a Reload (a new App: new clients, empty caches).
+	if _, _, err := scrapeHTTP(hc, url); err != nil {
+		return r, err
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return r, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	// Samples: kadm.Lag cold, scrape cold, kadm.Lag warm, scrape steady;
+	// wall and CPU.
+	var wall, cpu [4][]time.Duration
+	for i := 0; i < reps; i++ {
+		if err := measureOnce(ctx, k, names, srv, hc, url, &wall, &cpu, &r.series); err != nil {
+			return r, err
+		}
+	}
+	if r.series < 4*groups {
+		return r, fmt.Errorf("scrape exported %d outbox_consumer series for %d groups", r.series, groups)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if after.HeapAlloc > before.HeapAlloc {
+		r.heapInUse = after.HeapAlloc - before.HeapAlloc
+		r.heapPerGroup = r.heapInUse / uint64(groups)
+	}
+	r.lagCold, r.scrapeCold, r.lagWarm, r.scrapeWarm = median(wall[0]), median(wall[1]), median(wall[2]), median(wall[3])
+	for i := range cpu {
+		r.cpu[i] = median(cpu[i])
+	}
+	return r, nil
+}
+
+// measureOnce takes one cold pair (a new kadm client; a scrape after a
+// reload) and three steady pairs, alternating.
+func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.Server, hc *http.Client, url string, wall, cpu *[4][]time.Duration, series *int) error {
+	cl, err := kafkaclient.New(k)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	lag := func(i int) error {
+		d, err := timeLag(ctx, adm, names)
+		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
+		return err
+	}
+	scrape := func(i int) error {
+		c0 := cpuTime()
+		d, n, err := scrapeHTTP(hc, url)
+		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], cpuTime()-c0)
+		*series = n
+		return err
+	}
+	if err := lag(0); err != nil {
+		return err
+	}
+	if err := srv.Reload(); err != nil {
+		return err
+	}
+	if err := scrape(1); err != nil {
+		return err
+	}
+	for j := 0; j < 3; j++ {
+		if err := lag(2); err != nil {
+			return err
+		}
+		if err := scrape(3); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startExporter runs the exporter on a configuration holding only the
+// Kafka cluster, behind a loopback HTTP server.
+func startExporter(ctx context.Context, addrs []string) (*web.Server, string, func(), error) {
+	dir, err := os.MkdirTemp("", "kafkabench-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: 10m\n", strings.Join(addrs, ", "))
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	srv, err := web.New(sctx, web.Options{ConfigFile: cfgFile, ScrapeTimeout: 60 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		cancel()
+		os.RemoveAll(dir)
+		return nil, "", nil, fmt.Errorf("start exporter: %w", err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	return srv, hs.URL, func() { hs.Close(); srv.Close(); cancel(); os.RemoveAll(dir) }, nil
+}
+
+// scrapeHTTP GETs /metrics, reads the whole body, and counts the
+// consumer series; a scrape whose Kafka collector failed is an error.
+func scrapeHTTP(hc *http.Client, base string) (time.Duration, int, error) {
+	start := time.Now()
+	resp, err := hc.Get(base + "/metrics")
+	if err != nil {
+		return 0, 0, fmt.Errorf("scrape: %w", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return d, 0, fmt.Errorf("scrape: status %d: %v", resp.StatusCode, err)
+	}
+	s := string(body)
+	if !strings.Contains(s, `outbox_exporter_collector_success{collector="kafka",target="bench"} 1`) {
+		return d, 0, fmt.Errorf("scrape: the kafka collector did not succeed")
+	}
+	return d, strings.Count(s, "\noutbox_consumer_"), nil
+}

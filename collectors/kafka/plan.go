@@ -1,0 +1,304 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Planning and caching, apart from I/O: from what the cluster answered
+// (groups, commits, metadata, start and end offsets) which partitions
+// count, what their offsets are, and which first records must be read
+// because no cached probe answers for them. Tested with responses in
+// Kafka's own shapes (plan_test.go); Update does the I/O around it.
+
+// probeKey identifies a cached probe: an interned topic, a partition and
+// the offset read from.
+type probeKey struct {
+	topic int32
+	part  int32
+	from  int64
+}
+
+// cachedProbe is a cache entry; gen is the last collection that used it.
+type cachedProbe struct {
+	probe Probe
+	gen   uint64
+}
+
+// probeCache caches what was read at (topic, partition, offset), so a
+// commit that did not move costs no Fetch. Only entries used by the last
+// collection are kept. Topics are interned to small numbers so that a
+// lookup hashes no string. The key's offset is where the oldest
+// unconsumed record is searched from (Oldest): the commit, or the log
+// start once retention passed the commit, so an entry never outlives the
+// records it describes.
+type probeCache struct {
+	probes   map[probeKey]*cachedProbe
+	topicIDs map[string]int32
+	gen      uint64
+}
+
+func newProbeCache() *probeCache {
+	return &probeCache{probes: map[probeKey]*cachedProbe{}, topicIDs: map[string]int32{}}
+}
+
+func (c *probeCache) topicID(t string) int32 {
+	id, ok := c.topicIDs[t]
+	if !ok {
+		id = int32(len(c.topicIDs))
+		c.topicIDs[t] = id
+	}
+	return id
+}
+
+// partPlan is one partition of one (group, topic).
+type partPlan struct {
+	part int32
+	o    Offsets
+	// ok: the offsets are known. ignored: never committed and not
+	// counted (IgnoreUncommitted).
+	ok, ignored bool
+	behind      bool
+	probe       *cachedProbe
+}
+
+// topicPlan is one (group, topic) and its partitions.
+type topicPlan struct {
+	group *groupState
+	topic string
+	parts []partPlan
+}
+
+// miss is a partition whose probe is not cached: read as wants[want],
+// then cached under key (continuing cont when it is a continuation).
+type miss struct {
+	pp   *partPlan
+	key  probeKey
+	want int
+	cont *cachedProbe
+}
+
+// lagPlan is one collection's plan.
+type lagPlan struct {
+	topics []topicPlan
+	wants  []Want
+	misses []miss
+	cold   bool
+}
+
+// groupTopics returns, per group, the topics it gets series for, and the
+// sorted union of them.
+func groupTopics(states []*groupState, filter func(string) bool) (map[string][]string, []string) {
+	byGroup := map[string][]string{}
+	set := map[string]bool{}
+	for _, g := range states {
+		if g.gone || !g.commitsOK {
+			continue
+		}
+		committed := make([]string, 0, len(g.commits))
+		for t := range g.commits {
+			committed = append(committed, t)
+		}
+		ts := Topics(committed, g.assigned, g.subscribed, filter)
+		byGroup[g.name] = ts
+		for _, t := range ts {
+			set[t] = true
+		}
+	}
+	all := make([]string, 0, len(set))
+	for t := range set {
+		all = append(all, t)
+	}
+	sort.Strings(all)
+	return byGroup, all
+}
+
+// plan works out every (group, topic) partition's offsets and the probes
+// to read. Errors of single partitions or topics go to partial.
+func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v view, rule Uncommitted, partial *[]error) *lagPlan {
+	c.gen++
+	p := &lagPlan{topics: make([]topicPlan, 0, len(states)), cold: len(c.probes) == 0}
+	wantIdx := map[probeKey]int{}
+	if p.cold {
+		// The first collection misses everywhere: size for it.
+		n := 0
+		for _, g := range states {
+			for _, t := range byGroup[g.name] {
+				n += len(v.meta[t].Partitions)
+			}
+		}
+		p.misses = make([]miss, 0, n)
+		wantIdx = make(map[probeKey]int, n)
+		c.probes = make(map[probeKey]*cachedProbe, n)
+	}
+	// Offsets by topic, indexed by partition, made once per topic: a
+	// lookup per (group, partition) would hash the topic name each time.
+	byTopic := map[string]*topicOffsets{}
+	for _, g := range states {
+		for _, t := range byGroup[g.name] {
+			td, ok := v.meta[t]
+			if !ok || td.Err != nil {
+				if ok && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+					*partial = append(*partial, fmt.Errorf("metadata of topic %s: %w", t, td.Err))
+				}
+				continue
+			}
+			n := int32(0)
+			for part := range td.Partitions {
+				n = max(n, part+1)
+			}
+			to := byTopic[t]
+			if to == nil {
+				to = newTopicOffsets(t, int(n), v, partial)
+				byTopic[t] = to
+			}
+			p.topics = append(p.topics, topicPlan{group: g, topic: t, parts: make([]partPlan, n)})
+			tp := &p.topics[len(p.topics)-1]
+			tid := c.topicID(t)
+			commits := g.commits[t]
+			for i := range tp.parts {
+				pp := &tp.parts[i]
+				pp.part = int32(i)
+				if !offsets(pp, g.name, t, to, commits, rule, partial) || !pp.behind {
+					continue
+				}
+				c.planProbe(p, pp, tid, t, wantIdx)
+			}
+		}
+	}
+	return p
+}
+
+// topicOffsets is one topic's listed offsets by partition; -1 is unknown
+// (the error was reported once, for the topic's first use).
+type topicOffsets struct {
+	ends, starts []int64
+}
+
+func newTopicOffsets(t string, n int, v view, partial *[]error) *topicOffsets {
+	to := &topicOffsets{ends: make([]int64, n), starts: make([]int64, n)}
+	for i := range to.ends {
+		to.ends[i], to.starts[i] = -1, -1
+	}
+	fill := func(what string, listed map[int32]kadm.ListedOffset, dst []int64) {
+		for part, o := range listed {
+			switch {
+			case o.Err != nil:
+				*partial = append(*partial, fmt.Errorf("list %s offset of %s/%d: %w", what, t, part, o.Err))
+			case part >= 0 && int(part) < n && o.Offset >= 0:
+				dst[part] = o.Offset
+			}
+		}
+	}
+	fill("end", v.ends[t], to.ends)
+	fill("start", v.starts[t], to.starts)
+	return to
+}
+
+// offsets fills pp's offsets from the topic's listed offsets and the
+// group's commits on it. It returns false when they are not known (the
+// error is in partial) or the partition does not count.
+func offsets(pp *partPlan, group, t string, to *topicOffsets, commits map[int32]kadm.OffsetResponse, rule Uncommitted, partial *[]error) bool {
+	end := to.ends[pp.part]
+	if end < 0 {
+		return false
+	}
+	o := Offsets{Commit: NoCommit, End: end}
+	if st := to.starts[pp.part]; st >= 0 {
+		o.Start, o.StartKnown = st, true
+	}
+	if cr, ok := commits[pp.part]; ok {
+		if cr.Err != nil {
+			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", group, t, pp.part, cr.Err))
+			return false
+		}
+		o.Commit = max(cr.At, NoCommit)
+	}
+	if !o.Committed() && rule == IgnoreUncommitted {
+		pp.o, pp.ok, pp.ignored = o, true, true
+		return false
+	}
+	if !o.Committed() && !o.StartKnown {
+		return false
+	}
+	_, behind := Oldest(o)
+	pp.o, pp.ok, pp.behind = o, true, behind
+	return true
+}
+
+// planProbe takes pp's probe from the cache or adds it to the reads.
+func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wantIdx map[probeKey]int) {
+	from, _ := Oldest(pp.o)
+	key := probeKey{tid, pp.part, from}
+	read := from
+	cp := c.probes[key]
+	switch {
+	case cp != nil && cp.probe.Usable(pp.o.End):
+		cp.gen = c.gen
+		pp.probe = cp
+		return
+	case cp != nil:
+		// Records were appended after a stretch of markers, or the
+		// last read stopped short (bounded work): read on from where
+		// it stopped.
+		read = cp.probe.Next
+	}
+	wk := probeKey{tid, pp.part, read}
+	wi, ok := wantIdx[wk]
+	if !ok {
+		wi = len(p.wants)
+		wantIdx[wk] = wi
+		p.wants = append(p.wants, Want{Topic: t, Partition: pp.part, From: read})
+	}
+	p.misses = append(p.misses, miss{pp: pp, key: key, want: wi, cont: cp})
+}
+
+// fill caches what was read for p's misses.
+func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
+	// A cold cache takes its entries from one slab. Later misses are few
+	// and allocated one by one, so that a long-lived entry does not keep
+	// a whole later slab alive.
+	var slab []cachedProbe
+	if p.cold {
+		slab = make([]cachedProbe, len(p.misses))
+	}
+	for i, m := range p.misses {
+		if !ok[m.want] {
+			continue
+		}
+		pr := probes[m.want]
+		if m.cont != nil {
+			pr = m.cont.probe.Continue(pr)
+		}
+		cp := c.probes[m.key]
+		if cp == nil || cp == m.cont {
+			if p.cold {
+				cp = &slab[i]
+			} else {
+				cp = new(cachedProbe)
+			}
+			c.probes[m.key] = cp
+		}
+		cp.probe, cp.gen = pr, c.gen
+		m.pp.probe = cp
+	}
+}
+
+// sweep keeps only what this collection used: moved commits' entries go.
+func (c *probeCache) sweep() {
+	for k, cp := range c.probes {
+		if cp.gen != c.gen {
+			delete(c.probes, k)
+		}
+	}
+	if len(c.probes) == 0 && len(c.topicIDs) > 0 {
+		c.topicIDs = map[string]int32{}
+	}
+}
+
+// reset drops everything (no group selected).
+func (c *probeCache) reset() { c.probes = map[probeKey]*cachedProbe{} }

@@ -1,0 +1,197 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// planView builds a view of topic t with n partitions, all led by broker 1,
+// and the given start and end offsets (nil: listed with no error for
+// none of them).
+func planView(t string, n int32, starts, ends []int64) view {
+	pds := kadm.PartitionDetails{}
+	for p := int32(0); p < n; p++ {
+		pds[p] = kadm.PartitionDetail{Topic: t, Partition: p, Leader: 1}
+	}
+	list := func(offs []int64) kadm.ListedOffsets {
+		lt := map[int32]kadm.ListedOffset{}
+		for p, o := range offs {
+			lt[int32(p)] = kadm.ListedOffset{Topic: t, Partition: int32(p), Offset: o}
+		}
+		return kadm.ListedOffsets{t: lt}
+	}
+	return view{meta: kadm.TopicDetails{t: {Topic: t, Partitions: pds}}, starts: list(starts), ends: list(ends)}
+}
+
+func planGroup(name, t string, commits map[int32]int64) *groupState {
+	cs := map[int32]kadm.OffsetResponse{}
+	for p, at := range commits {
+		cs[p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: t, Partition: p, At: at}}
+	}
+	return &groupState{name: name, typ: TypeClassic, commits: map[string]map[int32]kadm.OffsetResponse{t: cs}, commitsOK: true}
+}
+
+func runPlan(c *probeCache, g *groupState, v view, rule Uncommitted) (*lagPlan, []error) {
+	var partial []error
+	byGroup, _ := groupTopics([]*groupState{g}, nil)
+	return c.plan([]*groupState{g}, byGroup, v, rule, &partial), partial
+}
+
+// TestPlanKafkaErrorShapes feeds the planner answers in the shapes Apache
+// Kafka gives them: per-partition error codes in ListOffsets and
+// OffsetFetch, topic errors in Metadata, -1 offsets.
+func TestPlanKafkaErrorShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(v *view, g *groupState)
+		rule   Uncommitted
+		wantOK []bool   // per partition of "t" (3 partitions)
+		wants  []Want   // reads planned
+		errs   []string // substrings of partial errors, in order
+	}{
+		{name: "all listed, all committed",
+			wantOK: []bool{true, true, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 5}}},
+		{name: "end offset NOT_LEADER_OR_FOLLOWER on one partition",
+			edit: func(v *view, _ *groupState) {
+				v.ends["t"][1] = kadm.ListedOffset{Topic: "t", Partition: 1, Offset: -1, Err: kerr.NotLeaderForPartition}
+			},
+			wantOK: []bool{true, false, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}},
+			errs:   []string{"list end offset of t/1: NOT_LEADER_FOR_PARTITION"}},
+		{name: "start offset unknown: a committed partition still counts from its commit",
+			edit: func(v *view, _ *groupState) {
+				v.starts["t"][0] = kadm.ListedOffset{Topic: "t", Partition: 0, Offset: -1, Err: kerr.UnknownServerError}
+			},
+			wantOK: []bool{true, true, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 5}},
+			errs:   []string{"list start offset of t/0: UNKNOWN_SERVER_ERROR"}},
+		{name: "commit below the log start is read from the log start",
+			edit: func(v *view, _ *groupState) {
+				v.starts["t"][2] = kadm.ListedOffset{Topic: "t", Partition: 2, Offset: 7}
+			},
+			wantOK: []bool{true, true, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 7}}},
+		{name: "OffsetFetch partition error (UNSTABLE_OFFSET_COMMIT)",
+			edit: func(_ *view, g *groupState) {
+				g.commits["t"][1] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: 1, At: -1}, Err: kerr.UnstableOffsetCommit}
+			},
+			wantOK: []bool{true, false, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}},
+			errs:   []string{"committed offset of group g on t/1: UNSTABLE_OFFSET_COMMIT"}},
+		{name: "commit -1 (no commit) ignored by default",
+			edit: func(_ *view, g *groupState) {
+				g.commits["t"][1] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: 1, At: -1}}
+			},
+			wantOK: []bool{true, true, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}}},
+		{name: "never committed, log_start: read from the log start",
+			edit:   func(_ *view, g *groupState) { delete(g.commits["t"], 1) },
+			rule:   FromLogStart,
+			wantOK: []bool{true, true, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 1, 0}, {"t", 2, 5}}},
+		{name: "never committed, log_start, start unknown: unknown",
+			edit: func(v *view, g *groupState) {
+				delete(g.commits["t"], 1)
+				delete(v.starts["t"], 1)
+			},
+			rule:   FromLogStart,
+			wantOK: []bool{true, false, true},
+			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}}},
+		{name: "deleted topic (UNKNOWN_TOPIC_OR_PARTITION) goes silently",
+			edit: func(v *view, _ *groupState) {
+				v.meta["t"] = kadm.TopicDetail{Topic: "t", Err: kerr.UnknownTopicOrPartition}
+			}},
+		{name: "topic metadata error is reported",
+			edit: func(v *view, _ *groupState) {
+				v.meta["t"] = kadm.TopicDetail{Topic: "t", Err: kerr.LeaderNotAvailable}
+			},
+			errs: []string{"metadata of topic t: LEADER_NOT_AVAILABLE"}},
+		{name: "caught up: nothing to read",
+			edit: func(_ *view, g *groupState) {
+				for p := int32(0); p < 3; p++ {
+					g.commits["t"][p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: p, At: 10}}
+				}
+			},
+			wantOK: []bool{true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := planView("t", 3, []int64{0, 0, 0}, []int64{10, 10, 10})
+			g := planGroup("g", "t", map[int32]int64{0: 1, 1: 2, 2: 5})
+			if tc.edit != nil {
+				tc.edit(&v, g)
+			}
+			p, partial := runPlan(newProbeCache(), g, v, tc.rule)
+			if fmt.Sprint(p.wants) != fmt.Sprint(tc.wants) {
+				t.Errorf("wants %v, want %v", p.wants, tc.wants)
+			}
+			var ok []bool
+			for _, tp := range p.topics {
+				for _, pp := range tp.parts {
+					ok = append(ok, pp.ok)
+				}
+			}
+			if fmt.Sprint(ok) != fmt.Sprint(tc.wantOK) {
+				t.Errorf("partitions known %v, want %v", ok, tc.wantOK)
+			}
+			if len(partial) != len(tc.errs) {
+				t.Fatalf("errors %v, want %d: %v", errors.Join(partial...), len(tc.errs), tc.errs)
+			}
+			for i, e := range tc.errs {
+				if !strings.Contains(partial[i].Error(), e) {
+					t.Errorf("error %d %q, want %q", i, partial[i], e)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanCache: a second collection with nothing moved reads nothing; a
+// moved commit, a log start moved past the commit (retention) and a read
+// that stopped short (bounded work) are read again, the last continued
+// from where it stopped.
+func TestPlanCache(t *testing.T) {
+	c := newProbeCache()
+	v := planView("t", 3, []int64{0, 0, 0}, []int64{10, 10, 10})
+	g := planGroup("g", "t", map[int32]int64{0: 1, 1: 2, 2: 5})
+	p, _ := runPlan(c, g, v, IgnoreUncommitted)
+	if len(p.wants) != 3 {
+		t.Fatalf("cold plan reads %v", p.wants)
+	}
+	c.fill(p, []Probe{
+		{From: 1, Next: 2, Stable: 10, Found: true, Offset: 1},
+		{From: 2, Next: 6, Stable: 10}, // stopped short at 6: no data in [2, 6)
+		{From: 5, Next: 6, Stable: 10, Found: true, Offset: 5},
+	}, []bool{true, true, true})
+	c.sweep()
+
+	p, _ = runPlan(c, g, v, IgnoreUncommitted)
+	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 1, 6}}) {
+		t.Fatalf("steady plan reads %v; want only the short read, continued at 6", p.wants)
+	}
+	if p.misses[0].cont == nil {
+		t.Fatal("the continuation does not know what it continues")
+	}
+	c.fill(p, []Probe{{From: 6, Next: 8, Stable: 10, Found: true, Offset: 7}}, []bool{true})
+	c.sweep()
+	if got := p.misses[0].pp.probe.probe; got.From != 2 || got.Offset != 7 {
+		t.Fatalf("continued probe %+v; want from 2, found 7", got)
+	}
+
+	g.commits["t"][0] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: 0, At: 3}}
+	v.starts["t"][2] = kadm.ListedOffset{Topic: "t", Partition: 2, Offset: 8}
+	p, _ = runPlan(c, g, v, IgnoreUncommitted)
+	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 0, 3}, {"t", 2, 8}}) {
+		t.Fatalf("plan after a moved commit and retention reads %v", p.wants)
+	}
+	c.fill(p, []Probe{{From: 3, Next: 4, Stable: 10, Found: true, Offset: 3}, {From: 8, Next: 9, Stable: 10, Found: true, Offset: 8}}, []bool{true, true})
+	c.sweep()
+	if len(c.probes) != 3 {
+		t.Fatalf("%d cached probes after sweep; want the 3 in use", len(c.probes))
+	}
+}
