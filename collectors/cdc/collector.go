@@ -46,6 +46,10 @@ type watched struct {
 	cdc      string
 	slot     string
 	deadline time.Duration
+	// The metrics whose values can only be these are built once: a
+	// collection builds only the ones that carry a measurement.
+	deadlineMetric prometheus.Metric
+	status         [][2]prometheus.Metric // by WALStatuses index, then 0 or 1
 }
 
 // Collector watches the slots of one configured database. All its slots
@@ -70,7 +74,15 @@ func NewCollector(database string, entries map[string]*config.CDC, db pg.Beginne
 		hist: NewHistory(DefaultHistorySize, time.Second)}
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
-		c.watched = append(c.watched, watched{cdc: name, slot: e.Slot, deadline: e.Deadline})
+		w := watched{cdc: name, slot: e.Slot, deadline: e.Deadline,
+			deadlineMetric: prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, e.Deadline.Seconds(), name)}
+		for _, st := range WALStatuses {
+			w.status = append(w.status, [2]prometheus.Metric{
+				prometheus.MustNewConstMetric(walStatusDesc, prometheus.GaugeValue, 0, name, st),
+				prometheus.MustNewConstMetric(walStatusDesc, prometheus.GaugeValue, 1, name, st),
+			})
+		}
+		c.watched = append(c.watched, w)
 		c.names = append(c.names, e.Slot)
 	}
 	return c
@@ -108,7 +120,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // logical fails the collection after the other slots' metrics are sent.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	for _, w := range c.watched {
-		ch <- prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, w.deadline.Seconds(), w.cdc)
+		ch <- w.deadlineMetric
 	}
 	r, err := ReadSlots(ctx, c.db, c.names)
 	if err != nil {
@@ -134,7 +146,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 			continue
 		}
 		states[w.cdc] = st
-		send(ch, w.cdc, st)
+		send(ch, w, st)
 	}
 	c.mu.Lock()
 	c.last = states
@@ -142,16 +154,20 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	return errors.Join(errs...)
 }
 
-func send(ch chan<- prometheus.Metric, cdc string, st SlotState) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{cdc}, labels...)...)
+func send(ch chan<- prometheus.Metric, w watched, st SlotState) {
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, w.cdc)
 	}
 	gauge(lagBytesDesc, st.LagBytes)
 	gauge(lagSecondsDesc, st.LagSeconds)
 	gauge(lowerBoundDesc, b2f(st.LowerBound))
 	gauge(activeDesc, b2f(st.Active))
-	for _, s := range WALStatuses {
-		gauge(walStatusDesc, b2f(st.WALStatus == s), s)
+	for i, s := range WALStatuses {
+		if st.WALStatus == s {
+			ch <- w.status[i][1]
+		} else {
+			ch <- w.status[i][0]
+		}
 	}
 	if st.SafeWALSize != nil {
 		gauge(safeWALDesc, float64(*st.SafeWALSize))

@@ -72,4 +72,3 @@ func (c *Config) CDCFor(outbox string) (string, *CDC, bool) {
 	}
 	return "", nil, false
 }
-
