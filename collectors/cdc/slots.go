@@ -55,21 +55,27 @@ type Reading struct {
 // server's clock and WAL position, so that lag is measured against the
 // same instant the slots were read at. On a standby (PostgreSQL 16 can
 // keep logical slots there) the position is the replayed one. Names not
-// found come back with a NULL slot_type.
+// found come back with a NULL slot_type. pg_replication_slots is a
+// function scan: the CTE reads it once, where a join against it would run
+// it once per name.
 const slotsQuery = `
+WITH pos AS MATERIALIZED (
+  SELECT clock_timestamp() AS at, pg_is_in_recovery() AS recovery,
+         (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text AS lsn
+), s AS MATERIALIZED (
+  SELECT slot_name, slot_type, plugin, database, active, wal_status, safe_wal_size, confirmed_flush_lsn::text AS confirmed
+  FROM pg_catalog.pg_replication_slots WHERE slot_name = ANY($1)
+)
 SELECT w.name, s.slot_type, s.plugin, s.database, coalesce(s.active, false),
-       s.wal_status, s.safe_wal_size, s.confirmed_flush_lsn::text,
-       clock_timestamp(), pg_is_in_recovery(),
-       (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text
-FROM unnest($1::text[]) AS w(name)
-LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = w.name
+       s.wal_status, s.safe_wal_size, s.confirmed, pos.at, pos.recovery, pos.lsn
+FROM unnest($1::text[]) AS w(name) CROSS JOIN pos LEFT JOIN s ON s.slot_name = w.name
 `
 
 // ReadSlots reads the named slots in one read-only statement.
 func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, error) {
 	var r Reading
 	err := pg.ReadOnly(ctx, b, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, slotsQuery, names)
+		rows, err := tx.Query(ctx, slotsQuery, pgx.QueryExecModeCacheStatement, names)
 		if err != nil {
 			return err
 		}
