@@ -68,10 +68,12 @@ WITH pos AS MATERIALIZED (
 )
 SELECT w.name, s.slot_type, s.plugin, s.database, coalesce(s.active, false),
        s.wal_status, s.safe_wal_size, s.confirmed, pos.at, pos.recovery, pos.lsn
-FROM unnest($1::text[]) AS w(name) CROSS JOIN pos LEFT JOIN s ON s.slot_name = w.name
+FROM unnest($1::text[]) WITH ORDINALITY AS w(name, i) CROSS JOIN pos LEFT JOIN s ON s.slot_name = w.name
+ORDER BY w.i
 `
 
-// ReadSlots reads the named slots in one read-only statement.
+// ReadSlots reads the named slots in one read-only statement; Slots are
+// in the order of names.
 func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, error) {
 	var r Reading
 	err := pg.ReadOnly(ctx, b, func(tx pgx.Tx) error {
@@ -111,7 +113,13 @@ func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, err
 			}
 			r.Slots = append(r.Slots, s)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(r.Slots) != len(names) {
+			return fmt.Errorf("asked for %d slots, got %d rows", len(names), len(r.Slots))
+		}
+		return nil
 	})
 	if err != nil {
 		return Reading{}, fmt.Errorf("read replication slots: %w", err)
