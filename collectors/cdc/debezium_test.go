@@ -191,12 +191,14 @@ func TestDebeziumOutbox(t *testing.T) {
 		// The slot's confirmed time stays put, so the lag in seconds
 		// grows exactly as the server's clock.
 		st, _ := c.Last("orders")
-		grown := 0.0
+		grown, atFirst := 0.0, sec
 		if i > 0 {
-			grown = sec - snaps[0].get(t, "outbox_cdc_slot_lag_seconds", "orders")
+			atFirst = snaps[0].get(t, "outbox_cdc_slot_lag_seconds", "orders")
+			grown = sec - atFirst
 		}
 		if want := now.At.Sub(st.ConfirmedAt).Seconds(); sec != want || math.Abs(grown-now.At.Sub(first.At).Seconds()) > 1e-6 {
-			t.Fatalf("write %d: lag %v s; %v since the first write, %v at it", i, sec, now.At.Sub(first.At), snaps[0])
+			t.Fatalf("write %d: lag %v s, want %v (the slot confirmed at %v); %v since the first write, lag %v s at it",
+				i, sec, want, st.ConfirmedAt, now.At.Sub(first.At), atFirst)
 		}
 		snaps = append(snaps, m)
 		if i >= 5 && sec > 2*entries["orders"].Deadline.Seconds() {
