@@ -166,49 +166,7 @@ func TestDebeziumOutbox(t *testing.T) {
 		m, err := collect(t, c)
 		return err == nil && m.get(t, "outbox_cdc_slot_active", "orders") == 0, fmt.Sprint(m, err)
 	})
-	conf := s.confirmed(t, slot)
-	var snaps []metrics
-	var first Sample
-	var lastBytes float64
-	var written []string
-	for i := 0; ; i++ {
-		written = append(written, insertEvents(t, s, "outbox", "orders", 1)...)
-		insertEvents(t, s, "outbox_transient", "payments", 1)
-		m, err := collect(t, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := c.History().Samples()
-		now := h[len(h)-1]
-		if i == 0 {
-			first = now
-		}
-		bytes, sec := m.get(t, "outbox_cdc_slot_lag_bytes", "orders"), m.get(t, "outbox_cdc_slot_lag_seconds", "orders")
-		if bytes != float64(now.LSN-conf) || bytes <= lastBytes {
-			t.Fatalf("write %d: lag %v bytes; the server is %v bytes past the slot, %v before", i, bytes, now.LSN-conf, lastBytes)
-		}
-		lastBytes = bytes
-		// The slot's confirmed time stays put, so the lag in seconds
-		// grows exactly as the server's clock.
-		st, _ := c.Last("orders")
-		grown, atFirst := 0.0, sec
-		if i > 0 {
-			atFirst = snaps[0].get(t, "outbox_cdc_slot_lag_seconds", "orders")
-			grown = sec - atFirst
-		}
-		if want := now.At.Sub(st.ConfirmedAt).Seconds(); sec != want || math.Abs(grown-now.At.Sub(first.At).Seconds()) > 1e-6 {
-			t.Fatalf("write %d: lag %v s, want %v (the slot confirmed at %v); %v since the first write, lag %v s at it",
-				i, sec, want, st.ConfirmedAt, now.At.Sub(first.At), atFirst)
-		}
-		snaps = append(snaps, m)
-		if i >= 5 && sec > 2*entries["orders"].Deadline.Seconds() {
-			break
-		}
-		if i > 200 {
-			t.Fatalf("lag did not pass twice the deadline after %d writes: %v", i, m)
-		}
-		time.Sleep(100 * time.Millisecond) // spacing between writes, not a verdict
-	}
+	snaps, written := writeWhileStopped(t, s, c, slot, entries["orders"].Deadline)
 	var rows int
 	if err := s.admin.QueryRow(context.Background(), `SELECT count(*) FROM outbox_transient`).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("the delete-after-insert outbox holds %d rows (%v)", rows, err)
@@ -242,6 +200,58 @@ func TestDebeziumOutbox(t *testing.T) {
 		return m.get(t, "outbox_cdc_slot_wal_status", "orders", "status=lost") == 1 &&
 			m.get(t, "outbox_cdc_slot_wal_status", "orders", "status=reserved") == 0, fmt.Sprint(m)
 	})
+}
+
+// writeWhileStopped writes one event to each outbox at a time with the
+// connector stopped, collecting after each, until the lag is past twice
+// the deadline. The lag in bytes must be exactly the WAL the server wrote
+// past the slot, growing with every write, and the lag in seconds must
+// grow exactly as the server's clock: the slot's confirmed time stays put.
+// It returns the collections and the ids written to the keeping outbox.
+func writeWhileStopped(t *testing.T, s *server, c *Collector, slot string, deadline time.Duration) ([]metrics, []string) {
+	t.Helper()
+	conf := s.confirmed(t, slot)
+	var snaps []metrics
+	var first Sample
+	var lastBytes float64
+	var written []string
+	for i := 0; ; i++ {
+		written = append(written, insertEvents(t, s, "outbox", "orders", 1)...)
+		insertEvents(t, s, "outbox_transient", "payments", 1)
+		m, err := collect(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := c.History().Samples()
+		now := h[len(h)-1]
+		if i == 0 {
+			first = now
+		}
+		bytes, sec := m.get(t, "outbox_cdc_slot_lag_bytes", "orders"), m.get(t, "outbox_cdc_slot_lag_seconds", "orders")
+		if bytes != float64(now.LSN-conf) || bytes <= lastBytes {
+			t.Fatalf("write %d: lag %v bytes; the server is %v bytes past the slot, %v before", i, bytes, now.LSN-conf, lastBytes)
+		}
+		lastBytes = bytes
+		st, _ := c.Last("orders")
+		grown, atFirst := 0.0, sec
+		if i > 0 {
+			atFirst = snaps[0].get(t, "outbox_cdc_slot_lag_seconds", "orders")
+			grown = sec - atFirst
+		}
+		if want := now.At.Sub(st.ConfirmedAt).Seconds(); sec != want || math.Abs(grown-now.At.Sub(first.At).Seconds()) > 1e-6 {
+			t.Fatalf("write %d: lag %v s, want %v (the slot confirmed at %v); %v since the first write, lag %v s at it",
+				i, sec, want, st.ConfirmedAt, now.At.Sub(first.At), atFirst)
+		}
+		snaps = append(snaps, m)
+		if i >= 5 && sec > 2*deadline.Seconds() {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("lag did not pass twice the deadline after %d writes: %v", i, m)
+		}
+		time.Sleep(100 * time.Millisecond) // spacing between writes, not a verdict
+	}
+	return snaps, written
 }
 
 // checkAlertsOnStoppedConnector runs the generated rules on the values
