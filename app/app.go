@@ -61,6 +61,7 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 		a.closers = append(a.closers, kc.Close)
 		cs = append(cs, kc)
 	}
+	cs = append(cs, cdcCollectors(cfg, a.Pools, logger)...)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
 		ac := cfg.Audit[name]
 		o := cfg.Outboxes[name]

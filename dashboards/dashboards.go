@@ -48,6 +48,7 @@ func All(cfg *config.Config) ([]File, error) {
 		{"outbox-consumers.json", Consumers, len(cfg.Kafka) > 0},
 		{"outbox-reconcile.json", Reconcile, len(cfg.Reconcile) > 0},
 		{"outbox-audit.json", Audit, len(cfg.Audit) > 0},
+		{"outbox-cdc.json", CDC, len(cfg.CDC) > 0},
 		{"outbox-exporter.json", Exporter, true},
 	}
 	var out []File

@@ -58,6 +58,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	if !checkReconcile(ctx, stdout, cfg, pools) {
 		ok = false
 	}
+	ok = checkCDC(ctx, stdout, cfg, pools) && ok
 	if !ok {
 		fmt.Fprintln(stdout, "check: NOT OK")
 		return 1

@@ -56,6 +56,8 @@ GRANT CONNECT ON DATABASE :"search_db" TO :"role";
 
 \connect :app_db
 GRANT USAGE ON SCHEMA public TO :"role";
+-- cdc: replication slot positions (PUBLIC may read them by default; hardened servers revoke it).
+GRANT SELECT ON pg_catalog.pg_replication_slots TO :"role";
 -- outboxes.messages: id, created_at, labels (event_type, topic), status,
 -- published_at, lease_until, attempts, last_error; reconcile's outbox side
 -- (message_id, message_version).

@@ -16,6 +16,7 @@ type Config struct {
 	Kafka     map[string]*Kafka        `yaml:"kafka"`
 	Reconcile map[string]*ReconcileJob `yaml:"reconcile"`
 	Audit     map[string]*Audit        `yaml:"audit"`
+	CDC       map[string]*CDC          `yaml:"cdc"` // outboxes published through a replication slot (cdc.go)
 	Alerting  Alerting                 `yaml:"alerting"`
 
 	// lines maps a key path such as "outboxes.messages.deadline" to the

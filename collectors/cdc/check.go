@@ -1,0 +1,138 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// CheckItem is one thing check verified.
+type CheckItem struct {
+	What   string
+	OK     bool
+	Detail string
+}
+
+// CheckReport is what check found for one cdc entry.
+type CheckReport struct {
+	CDC   string
+	Slot  string
+	Items []CheckItem
+	// Notes are what the exporter cannot see with this server's
+	// settings; they do not fail the check.
+	Notes []string
+	OK    bool
+}
+
+func (r *CheckReport) add(ok bool, what, format string, args ...any) {
+	r.Items = append(r.Items, CheckItem{What: what, OK: ok, Detail: fmt.Sprintf(format, args...)})
+	if !ok {
+		r.OK = false
+	}
+}
+
+// Text renders the report for a person at a terminal.
+func (r *CheckReport) Text() string {
+	var b strings.Builder
+	verdict := "OK"
+	if !r.OK {
+		verdict = "NOT OK"
+	}
+	fmt.Fprintf(&b, "cdc %s (slot %s): %s\n", r.CDC, r.Slot, verdict)
+	for _, it := range r.Items {
+		mark := "ok  "
+		if !it.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "  %s %s", mark, it.What)
+		if it.Detail != "" {
+			fmt.Fprintf(&b, ": %s", it.Detail)
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note %s\n", n)
+	}
+	return b.String()
+}
+
+// serverFacts are the settings check reads besides the slot.
+type serverFacts struct {
+	user, database, walLevel, keepSize, commitTS string
+	checkpoint                                   bool
+}
+
+// Check verifies that the role can read pg_replication_slots, that the
+// slot exists and is logical, and says what the exporter cannot see with
+// the server's settings. It only reads.
+func Check(ctx context.Context, db pg.Beginner, name string, e *config.CDC, o *config.Outbox) (*CheckReport, error) {
+	r := &CheckReport{CDC: name, Slot: e.Slot, OK: true}
+	var f serverFacts
+	err := pg.ReadOnly(ctx, db, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT current_user, current_database(), current_setting('wal_level'),
+			current_setting('max_slot_wal_keep_size'), current_setting('track_commit_timestamp'),
+			has_function_privilege('pg_catalog.pg_control_checkpoint()', 'EXECUTE')`).
+			Scan(&f.user, &f.database, &f.walLevel, &f.keepSize, &f.commitTS, &f.checkpoint)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check cdc %q: read server settings: %w", name, err)
+	}
+	reading, err := ReadSlots(ctx, db, []string{e.Slot})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		r.add(false, "read pg_replication_slots", "role %s may not (%s); grant it: GRANT SELECT ON pg_catalog.pg_replication_slots TO %s;",
+			f.user, pgErr.Message, pg.Ident(f.user))
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check cdc %q: %w", name, err)
+	}
+	r.add(true, "read pg_replication_slots", "as %s", f.user)
+	checkSlot(r, reading.Slots[0], f)
+	if f.keepSize == "-1" {
+		r.Notes = append(r.Notes, "max_slot_wal_keep_size is unlimited: a stopped connector keeps WAL until the disk fills, and wal_status never reaches lost")
+	}
+	if !f.checkpoint {
+		r.Notes = append(r.Notes, fmt.Sprintf("role %s may not run pg_control_checkpoint(): after an exporter restart, lag seconds count only from its first collection (marked by outbox_cdc_slot_lag_lower_bound)", f.user))
+	}
+	if o != nil {
+		if f.commitTS == "on" {
+			r.add(true, "track_commit_timestamp", "on: rows of outbox %s committed after the slot's confirmed time are the pending ones", e.Outbox)
+		} else {
+			r.add(false, "track_commit_timestamp", "off: the exporter cannot see which rows of outbox %s are still behind the slot, nor their age; only the slot's lag pages. Set track_commit_timestamp = on (needs a server restart; only commits after it carry a time)", e.Outbox)
+		}
+	}
+	return r, nil
+}
+
+func checkSlot(r *CheckReport, s SlotRow, f serverFacts) {
+	switch {
+	case !s.Exists:
+		hint := ""
+		if f.walLevel != "logical" {
+			hint = fmt.Sprintf("; wal_level is %s, a logical slot needs wal_level = logical", f.walLevel)
+		}
+		r.add(false, "slot exists", "no replication slot %q: the connector creates it when it first starts%s", s.Name, hint)
+	case s.Type != "logical":
+		r.add(false, "slot is logical", "slot %q is %s, not a logical slot a connector streams changes from", s.Name, s.Type)
+	default:
+		r.add(true, "slot is logical", "plugin %s on database %s, wal_status %s, active %v", s.Plugin, s.Database, orNone(s.WALStatus), s.Active)
+		if s.Database != f.database {
+			r.Notes = append(r.Notes, fmt.Sprintf("the slot decodes database %s, the exporter is connected to %s", s.Database, f.database))
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

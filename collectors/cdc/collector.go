@@ -1,0 +1,191 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+var (
+	lagBytesDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_bytes",
+		"WAL bytes between the server's current position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
+		[]string{"cdc"}, nil)
+	lagSecondsDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_seconds",
+		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, exact to one collection interval; 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
+		[]string{"cdc"}, nil)
+	lowerBoundDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_lower_bound",
+		"1 when the slot's confirmed position is older than the exporter's WAL history (just after a start, or a slot very far behind): outbox_cdc_slot_lag_seconds is then only a lower bound.",
+		[]string{"cdc"}, nil)
+	activeDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_active",
+		"1 while a connector holds the slot; 0 when nothing streams from it and changes pile up.",
+		[]string{"cdc"}, nil)
+	walStatusDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_wal_status",
+		"1 for the slot's wal_status: reserved, extended (past max_wal_size, still kept), unreserved (WAL may be removed at the next checkpoint) or lost (the WAL the slot needs is gone: the connector can never resume and the events in it are lost to it).",
+		[]string{"cdc", "status"}, nil)
+	safeWALDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_safe_wal_size_bytes",
+		"WAL bytes that can still be written before the slot is lost (pg_replication_slots.safe_wal_size); absent when max_slot_wal_keep_size is unlimited.",
+		[]string{"cdc"}, nil)
+	deadlineDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_deadline_seconds",
+		"The configured deadline of the slot's lag in seconds.",
+		[]string{"cdc"}, nil)
+)
+
+// watched is one cdc entry of the configuration.
+type watched struct {
+	cdc      string
+	slot     string
+	deadline time.Duration
+	// The metrics whose values can only be these are built once: a
+	// collection builds only the ones that carry a measurement.
+	deadlineMetric prometheus.Metric
+	status         [][2]prometheus.Metric // by WALStatuses index, then 0 or 1
+}
+
+// Collector watches the slots of one configured database. All its slots
+// are read in one statement, and one History of the server's WAL position
+// serves them all: the position is the server's, not a slot's.
+type Collector struct {
+	database string
+	db       pg.Beginner
+	watched  []watched
+	names    []string
+	hist     *History
+	logger   *slog.Logger
+
+	mu   sync.Mutex
+	last map[string]SlotState
+}
+
+// NewCollector returns the collector of the cdc entries on database. It
+// does not connect until the first Update.
+func NewCollector(database string, entries map[string]*config.CDC, db pg.Beginner, logger *slog.Logger) *Collector {
+	c := &Collector{database: database, db: db, logger: logger, last: map[string]SlotState{},
+		hist: NewHistory(DefaultHistorySize, time.Second)}
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		w := watched{cdc: name, slot: e.Slot, deadline: e.Deadline,
+			deadlineMetric: prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, e.Deadline.Seconds(), name)}
+		for _, st := range WALStatuses {
+			w.status = append(w.status, [2]prometheus.Metric{
+				prometheus.MustNewConstMetric(walStatusDesc, prometheus.GaugeValue, 0, name, st),
+				prometheus.MustNewConstMetric(walStatusDesc, prometheus.GaugeValue, 1, name, st),
+			})
+		}
+		c.watched = append(c.watched, w)
+		c.names = append(c.names, e.Slot)
+	}
+	return c
+}
+
+// ByDatabase groups the cdc section by database, for one Collector each.
+func ByDatabase(cfg map[string]*config.CDC) map[string]map[string]*config.CDC {
+	out := map[string]map[string]*config.CDC{}
+	for name, e := range cfg {
+		if out[e.Database] == nil {
+			out[e.Database] = map[string]*config.CDC{}
+		}
+		out[e.Database][name] = e
+	}
+	return out
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return "cdc" }
+
+// Target implements collectors.Collector: the database the slots are on.
+func (c *Collector) Target() string { return c.database }
+
+// History returns the collector's record of the server's WAL position.
+func (c *Collector) History() *History { return c.hist }
+
+// Describe implements collectors.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lowerBoundDesc, activeDesc, walStatusDesc, safeWALDesc, deadlineDesc} {
+		ch <- d
+	}
+}
+
+// Update implements collectors.Collector. A slot that is missing or not
+// logical fails the collection after the other slots' metrics are sent.
+func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	for _, w := range c.watched {
+		ch <- w.deadlineMetric
+	}
+	r, err := ReadSlots(ctx, c.db, c.names)
+	if err != nil {
+		return fmt.Errorf("cdc on database %q: %w", c.database, err)
+	}
+	c.hist.Add(r.Now.At, r.Now.LSN)
+	if c.hist.Len() == 1 {
+		// Just started, or the server was replaced: the last checkpoint
+		// is the only older observation there is. Without it a slot far
+		// behind would read 0 seconds at the first collection.
+		if cp, err := ReadCheckpoint(ctx, c.db); err != nil {
+			c.logger.Debug("no checkpoint to seed the WAL history; lag seconds start from the first collection", "database", c.database, "err", err)
+		} else {
+			c.hist.Seed(cp.At, cp.LSN)
+		}
+	}
+	var errs []error
+	states := map[string]SlotState{}
+	for i, w := range c.watched {
+		st, err := Assess(r.Now, r.Slots[i], c.hist)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cdc %q: %w", w.cdc, err))
+			continue
+		}
+		states[w.cdc] = st
+		send(ch, w, st)
+	}
+	c.mu.Lock()
+	c.last = states
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func send(ch chan<- prometheus.Metric, w watched, st SlotState) {
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, w.cdc)
+	}
+	gauge(lagBytesDesc, st.LagBytes)
+	gauge(lagSecondsDesc, st.LagSeconds)
+	gauge(lowerBoundDesc, b2f(st.LowerBound))
+	gauge(activeDesc, b2f(st.Active))
+	for i, s := range WALStatuses {
+		if st.WALStatus == s {
+			ch <- w.status[i][1]
+		} else {
+			ch <- w.status[i][0]
+		}
+	}
+	if st.SafeWALSize != nil {
+		gauge(safeWALDesc, float64(*st.SafeWALSize))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Last returns the state of a cdc entry's slot at the last collection
+// that read it.
+func (c *Collector) Last(cdc string) (SlotState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.last[cdc]
+	return st, ok
+}

@@ -1,0 +1,207 @@
+package cdc
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LSN is a position in the write-ahead log, in bytes from its start.
+type LSN uint64
+
+// ParseLSN reads PostgreSQL's text form of a pg_lsn, "16/B374D848".
+func ParseLSN(s string) (LSN, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("parse lsn %q: no '/'", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parse lsn %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parse lsn %q: %w", s, err)
+	}
+	return LSN(h<<32 | l), nil
+}
+
+func (l LSN) String() string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint32(l)) }
+
+// Sample is one observation of the server: at At its WAL position was LSN.
+type Sample struct {
+	At  time.Time
+	LSN LSN
+}
+
+// DefaultHistorySize is how many samples a History keeps. At a 15s
+// scrape interval that reaches back 17 hours; at 1s, 68 minutes. A slot
+// further behind than the history reaches is reported as at least the
+// history's span, marked as a lower bound.
+const DefaultHistorySize = 4096
+
+// SampleBytes is the memory one kept sample takes: the History stores the
+// time as Unix nanoseconds and the position, 8 bytes each.
+const SampleBytes = 16
+
+// History is a bounded record of where the server's WAL position was
+// when, sampled at every collection. Turning a slot's confirmed position
+// back into a time is what makes its lag a deadline signal: the position
+// is a byte count, the deadline is in seconds.
+//
+// One History serves every slot of a server. It is safe for concurrent
+// use.
+type History struct {
+	mu sync.Mutex
+	// ring holds the samples oldest first from start; at most cap(ring).
+	at    []int64
+	lsn   []LSN
+	start int
+	n     int
+	// minGap: a sample closer than this to the previous one replaces it,
+	// so a burst of scrapes cannot push the history's reach down to
+	// seconds.
+	minGap time.Duration
+}
+
+// NewHistory returns a History keeping at most size samples, at least
+// minGap apart.
+func NewHistory(size int, minGap time.Duration) *History {
+	if size < 2 {
+		size = 2
+	}
+	return &History{at: make([]int64, size), lsn: make([]LSN, size), minGap: minGap}
+}
+
+func (h *History) idx(i int) int { return (h.start + i) % len(h.at) }
+
+// Add records that the server's position was lsn at time at. Samples must
+// come in time order; one older than the newest is ignored. A position
+// behind the newest means the server was replaced (a restore, a failover
+// to a replica that had not received everything): the old positions say
+// nothing about the new server's, so the history starts again.
+func (h *History) Add(at time.Time, lsn LSN) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := at.UnixNano()
+	if h.n > 0 {
+		last := h.idx(h.n - 1)
+		switch {
+		case lsn < h.lsn[last]:
+			h.start, h.n = 0, 0
+		case t < h.at[last]:
+			return
+		case lsn == h.lsn[last], h.n > 1 && time.Duration(t-h.at[h.idx(h.n-2)]) < h.minGap:
+			// An unchanged position needs only its latest time: the
+			// position left lsn after it. A sample too close to the one
+			// before the newest replaces the newest.
+			h.at[last], h.lsn[last] = t, lsn
+			return
+		}
+	}
+	if h.n == len(h.at) {
+		h.start = h.idx(1)
+		h.n--
+	}
+	i := h.idx(h.n)
+	h.at[i], h.lsn[i] = t, lsn
+	h.n++
+}
+
+// Seed records an older observation, such as the last checkpoint's time
+// and redo position, in front of the history when it is older than
+// everything kept and not ahead of it; otherwise it is ignored. It gives
+// the first collections after a start something to measure against.
+func (h *History) Seed(at time.Time, lsn LSN) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := at.UnixNano()
+	if h.n == len(h.at) {
+		return
+	}
+	if h.n > 0 && (t >= h.at[h.start] || lsn > h.lsn[h.start]) {
+		return
+	}
+	if h.n > 0 && lsn == h.lsn[h.start] {
+		// The kept sample already says the position was there, later.
+		return
+	}
+	h.start = (h.start - 1 + len(h.at)) % len(h.at)
+	h.at[h.start], h.lsn[h.start] = t, lsn
+	h.n++
+}
+
+// Len returns how many samples are kept.
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// Samples returns the kept samples, oldest first.
+func (h *History) Samples() []Sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Sample, h.n)
+	for i := range out {
+		j := h.idx(i)
+		out[i] = Sample{At: time.Unix(0, h.at[j]), LSN: h.lsn[j]}
+	}
+	return out
+}
+
+// Position is when the server's WAL position was at a given LSN.
+type Position struct {
+	// At is the latest time the server's position was at or before the
+	// LSN: after At, everything written is beyond it.
+	At time.Time
+	// LowerBound is true when the LSN is older than the whole history:
+	// At is the oldest sample's time and the truth is earlier.
+	LowerBound bool
+	// Resolution is the length of the sampled interval At was
+	// interpolated in: the truth lies within it. Zero when the LSN is at
+	// a sample or the history cannot place it.
+	Resolution time.Duration
+	// CaughtUp is true when the LSN is at or past the newest sample.
+	CaughtUp bool
+}
+
+// When returns when the server's position was last at or before lsn. It
+// interpolates linearly between the two samples around lsn: the server
+// passed lsn somewhere between them, so the answer is exact to one
+// sampling interval. An lsn at or beyond the newest sample is caught up
+// (At is the newest sample's time); an empty history knows nothing and
+// returns the zero Position with ok false.
+func (h *History) When(lsn LSN) (p Position, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		return Position{}, false
+	}
+	newest := h.idx(h.n - 1)
+	if lsn >= h.lsn[newest] {
+		return Position{At: time.Unix(0, h.at[newest]), CaughtUp: true}, true
+	}
+	oldest := h.start
+	if lsn < h.lsn[oldest] {
+		return Position{At: time.Unix(0, h.at[oldest]), LowerBound: true}, true
+	}
+	// Binary search for the last sample at or before lsn: positions only
+	// grow along the ring.
+	lo, hi := 0, h.n-1 // lsn[lo] <= lsn < lsn[hi]
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if h.lsn[h.idx(mid)] <= lsn {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	a, b := h.idx(lo), h.idx(hi)
+	span := h.at[b] - h.at[a]
+	frac := float64(lsn-h.lsn[a]) / float64(h.lsn[b]-h.lsn[a])
+	at := h.at[a] + int64(frac*float64(span))
+	return Position{At: time.Unix(0, at), Resolution: time.Duration(span)}, true
+}
