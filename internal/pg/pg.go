@@ -21,7 +21,8 @@ const ApplicationName = "outbox_exporter"
 // PoolConfig turns a configured database into a pgxpool configuration:
 // at most MaxConnections sessions, each read-only, with statement_timeout
 // and lock_timeout set as run-time parameters of the connection, so that
-// they hold before the first statement runs.
+// they hold before the first statement runs, and fenced (fence.go): a
+// session whose statements switched read-only off runs nothing more.
 func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(db.DSN.Reveal())
 	if err != nil {
@@ -49,6 +50,7 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	// benefit from a server-side plan (the outbox sampler's, reconcile's)
 	// prepare themselves per connection or ask for the statement cache.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	fence(pc)
 	return pc, nil
 }
 

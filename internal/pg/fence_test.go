@@ -1,0 +1,170 @@
+package pg
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+)
+
+func fencedPool(t *testing.T, db *pgtest.DB, conns int) *config.Database {
+	t.Helper()
+	return &config.Database{DSN: config.Secret(db.URL), MaxConnections: conns,
+		StatementTimeout: 5 * time.Second, LockTimeout: time.Second}
+}
+
+// A caller that forgets ReadOnly and runs set_config(...off...) in one
+// statement and a write in the next, on the pool or on one acquired
+// session, writes nothing: the session is closed before the write, or
+// destroyed when released.
+func TestFenceRefusesSessionsTurnedReadWrite(t *testing.T) {
+	db := pgtest.New(t)
+	db.Exec(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	const off = `SELECT set_config('default_transaction_read_only', 'off', false)`
+
+	// On one acquired session: the second statement must not run.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, off); err != nil {
+		t.Fatalf("set_config in an autocommit statement: %v", err)
+	}
+	_, werr := conn.Exec(ctx, `INSERT INTO written VALUES (1)`)
+	_, serr := conn.Exec(ctx, `SELECT nextval('seq')`)
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO written VALUES (2)`)
+	berr := conn.SendBatch(ctx, b).Close()
+	conn.Release()
+	if werr == nil || serr == nil || berr == nil {
+		t.Errorf("statements after the session turned read-write ran: insert %v, nextval %v, batch %v", werr, serr, berr)
+	}
+
+	// Through the pool: each statement on its own checkout. With one
+	// connection the write would get the tainted session if it were
+	// pooled again.
+	for i := 0; i < 3; i++ {
+		if _, err := pool.Exec(ctx, off); err != nil {
+			t.Fatalf("set_config: %v", err)
+		}
+		_, err := pool.Exec(ctx, `INSERT INTO written VALUES (3)`)
+		if err == nil {
+			t.Errorf("round %d: the insert after set_config ran", i)
+		} else if !strings.Contains(err.Error(), "read-only") {
+			t.Errorf("round %d: the insert failed for another reason: %v", i, err)
+		}
+	}
+	// A fresh session still works and is read-only.
+	var ro string
+	if err := pool.QueryRow(ctx, `SHOW default_transaction_read_only`).Scan(&ro); err != nil || ro != "on" {
+		t.Errorf("fresh session: default_transaction_read_only %q, %v", ro, err)
+	}
+	assertUnwritten(t, db)
+}
+
+// assertUnwritten fails if anything was written: rows, sequence values or
+// large objects.
+func assertUnwritten(t *testing.T, db *pgtest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	var rows, los int
+	var last *int64
+	if err := db.Admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM pg_largeobject_metadata), (SELECT last_value FROM pg_sequences WHERE sequencename = 'seq')`).Scan(&rows, &los, &last); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 || los != 0 || last != nil {
+		t.Errorf("written: %d rows, %d large objects, sequence at %v", rows, los, last)
+	}
+}
+
+// Through ReadOnly, set_config(..., false) is rolled back with the
+// transaction: the session stays read-only and pooled.
+func TestReadOnlyUndoesSetConfig(t *testing.T) {
+	db := pgtest.New(t)
+	db.Exec(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var pid1, pid2 int
+	err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('default_transaction_read_only', 'off', false)`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('transaction_read_only', 'off', false)`); err == nil {
+			t.Error("a read-only transaction was made read-write")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid1)
+	err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO written VALUES (1)`)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("insert through ReadOnly: %v", err)
+	}
+	pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid2)
+	if pid1 != pid2 {
+		t.Errorf("the session was replaced (%d, then %d): ReadOnly left it tainted", pid1, pid2)
+	}
+	assertUnwritten(t, db)
+}
+
+func TestPreparePredicates(t *testing.T) {
+	db := pgtest.New(t)
+	db.Exec(t, `CREATE TABLE outbox (id int, attempts int, tenant text); CREATE TABLE written (n int); CREATE SEQUENCE seq;
+CREATE FUNCTION write_one() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT INTO written VALUES (1); RETURN true; END$$;`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	err = PreparePredicates(ctx, pool, "public.outbox",
+		Predicate{"outboxes.a.filter", "tenant = 'x' AND write_one() AND nextval('seq') > 0"},
+		Predicate{"outboxes.a.unknown_when", "attempts > 3"})
+	if err != nil {
+		t.Errorf("good predicates: %v", err)
+	}
+	err = PreparePredicates(ctx, pool, "public.outbox",
+		Predicate{"outboxes.b.filter", "attempts + 1"},
+		Predicate{"outboxes.b.unknown_when", "attempts > 3 tenant = 'x'"},
+		Predicate{"outboxes.c.filter", "nosuchcolumn = 1"},
+		Predicate{"outboxes.d.filter", "tenant = 'ok'"})
+	if err == nil {
+		t.Fatal("bad predicates passed")
+	}
+	for _, want := range []string{
+		"outboxes.b.filter is not one boolean expression over public.outbox: argument of WHERE must be type boolean",
+		"outboxes.b.unknown_when is not one boolean expression",
+		"outboxes.c.filter is not one boolean expression",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "outboxes.d.filter") {
+		t.Errorf("a good predicate was named: %v", err)
+	}
+	assertUnwritten(t, db) // prepared, never run
+}
