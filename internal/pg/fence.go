@@ -3,56 +3,119 @@ package pg
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The fence: every session of a pool from PoolConfig refuses to run a
-// statement outside a transaction unless the session is still read-only
-// by default, whatever its caller does.
+// The fence: nothing a pool from PoolConfig runs ever commits, and
+// nothing runs read-write, whatever its caller does.
 //
 // Statements the exporter runs through ReadOnly are safe by themselves: a
 // transaction that began READ ONLY cannot turn read-write, and the
-// rollback at its end also undoes a set_config(..., false) made inside it.
-// A statement run outside one (a caller that forgot ReadOnly) commits what
-// it set: set_config('default_transaction_read_only', 'off', false) in a
-// filter leaves the session read-write for the next statement. PostgreSQL
-// 14 and later report default_transaction_read_only to the client on every
-// change (ParameterStatus), so the fence costs no round trip:
+// rollback at its end also undoes what a read-only transaction may still
+// do (set_config(..., false), large objects: PostgreSQL 15 lets lo_create
+// run read-only). A caller that forgets ReadOnly is caught here, by the
+// connection tracer, on the same connection before and after each
+// statement or batch:
 //
-//   - before each statement or batch sent outside a transaction, a session
-//     whose default is no longer read-only is closed, so the statement
-//     fails instead of running read-write;
-//   - a session released in that state is destroyed, not pooled.
+//   - a statement or batch sent outside a transaction runs inside BEGIN
+//     READ ONLY ... ROLLBACK the guard wraps around it;
+//   - a COMMIT (or END, PREPARE TRANSACTION) of the caller's transaction
+//     is preceded by a ROLLBACK, so the caller's COMMIT finds no
+//     transaction and keeps nothing;
+//   - a BEGIN ... READ WRITE, or a BEGIN on a session whose default is no
+//     longer read-only, closes the session instead;
+//   - a session released while no longer read-only by default is
+//     destroyed, not pooled. PostgreSQL 14 and later report
+//     default_transaction_read_only on every change (ParameterStatus), so
+//     this costs no round trip; before 14 the release sends RESET ALL,
+//     back to the read-only default the session was opened with.
 //
-// A server that does not report the parameter (before 14) gets RESET ALL
-// on every release instead, back to the read-only default the session was
-// opened with.
+// The wrapping costs two round trips per statement that a caller sends
+// outside ReadOnly; through ReadOnly it costs nothing.
 
 const readOnlyParam = "default_transaction_read_only"
 
-// sessionSafe reports whether a statement may run on conn now: inside a
-// transaction (which began read-only, since the session was read-only
-// when it began, or the BEGIN itself was refused), or on a session still
-// read-only by default. A server that does not report the parameter is
-// trusted between releases (RESET ALL restores it).
-func sessionSafe(conn *pgx.Conn) bool {
-	pc := conn.PgConn()
-	if pc.TxStatus() != 'I' {
-		return true
-	}
-	v := pc.ParameterStatus(readOnlyParam)
+// readOnlyDefault reports whether new transactions on the session start
+// read-only. A server that does not report the parameter is trusted
+// (RESET ALL on release restores it).
+func readOnlyDefault(conn *pgx.Conn) bool {
+	v := conn.PgConn().ParameterStatus(readOnlyParam)
 	return v == "" || v == "on"
 }
 
-// guard is the connection tracer that closes a session before it runs a
-// statement read-write. It wraps the tracer the DSN's config had, if any.
+// firstWords returns the first two words of sql, lower case.
+func firstWords(sql string) (string, string) {
+	f := strings.Fields(strings.ToLower(sql))
+	switch len(f) {
+	case 0:
+		return "", ""
+	case 1:
+		return f[0], ""
+	}
+	return f[0], f[1]
+}
+
+// guard is the connection tracer that keeps every statement read-only and
+// uncommitted. It wraps the tracer the DSN's config had, if any.
 type guard struct{ next pgx.QueryTracer }
 
-func (g guard) refuse(ctx context.Context, conn *pgx.Conn, what string) {
-	slog.Default().Error("outbox_exporter: a statement switched its session's default_transaction_read_only off; closing the session instead of running "+what+" read-write",
+type wrappedKey struct{}
+
+// control runs before sql goes out on conn; it returns ctx marked when it
+// began a transaction around sql that the end of sql must roll back.
+func (g guard) control(ctx context.Context, conn *pgx.Conn, sql string) context.Context {
+	pc := conn.PgConn()
+	w1, w2 := firstWords(sql)
+	if pc.TxStatus() != 'I' {
+		if w1 == "commit" || w1 == "end" || (w1 == "prepare" && w2 == "transaction") {
+			g.exec(ctx, conn, "ROLLBACK")
+		}
+		return ctx
+	}
+	switch w1 {
+	case "begin", "start":
+		if !readOnlyDefault(conn) || strings.Contains(strings.ToLower(sql), "read write") {
+			g.refuse(ctx, conn, "a read-write transaction was asked for, or the session is no longer read-only by default")
+		}
+		return ctx
+	case "commit", "end", "rollback", "abort":
+		return ctx // no transaction: nothing to end
+	}
+	if !g.exec(ctx, conn, "BEGIN READ ONLY") {
+		g.refuse(ctx, conn, "a read-only transaction could not be begun")
+		return ctx
+	}
+	return context.WithValue(ctx, wrappedKey{}, true)
+}
+
+// end rolls back the transaction control began around a statement.
+func (g guard) end(ctx context.Context, conn *pgx.Conn) {
+	if wrapped, _ := ctx.Value(wrappedKey{}).(bool); wrapped && conn.PgConn().TxStatus() != 'I' {
+		if !g.exec(ctx, conn, "ROLLBACK") {
+			g.refuse(ctx, conn, "the read-only transaction around a statement could not be rolled back")
+		}
+	}
+}
+
+// exec sends a transaction-control statement on conn below pgx (and so
+// below this tracer).
+func (g guard) exec(ctx context.Context, conn *pgx.Conn, sql string) bool {
+	if conn.PgConn().IsClosed() || conn.PgConn().IsBusy() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := conn.PgConn().Exec(cctx, sql).ReadAll()
+	return err == nil
+}
+
+// refuse closes the session: whatever was about to run fails.
+func (g guard) refuse(ctx context.Context, conn *pgx.Conn, why string) {
+	slog.Default().Error("outbox_exporter: closing a database session instead of letting it write", "why", why,
 		"application_name", ApplicationName)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -61,9 +124,7 @@ func (g guard) refuse(ctx context.Context, conn *pgx.Conn, what string) {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (g guard) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if !sessionSafe(conn) {
-		g.refuse(ctx, conn, "a query")
-	}
+	ctx = g.control(ctx, conn, data.SQL)
 	if g.next != nil {
 		return g.next.TraceQueryStart(ctx, conn, data)
 	}
@@ -75,13 +136,16 @@ func (g guard) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.Trace
 	if g.next != nil {
 		g.next.TraceQueryEnd(ctx, conn, data)
 	}
+	g.end(ctx, conn)
 }
 
 // TraceBatchStart implements pgx.BatchTracer.
 func (g guard) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	if !sessionSafe(conn) {
-		g.refuse(ctx, conn, "a batch")
+	var sql string
+	if data.Batch != nil && len(data.Batch.QueuedQueries) > 0 {
+		sql = data.Batch.QueuedQueries[0].SQL
 	}
+	ctx = g.control(ctx, conn, sql)
 	if bt, ok := g.next.(pgx.BatchTracer); ok {
 		return bt.TraceBatchStart(ctx, conn, data)
 	}
@@ -100,15 +164,14 @@ func (g guard) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.Trace
 	if bt, ok := g.next.(pgx.BatchTracer); ok {
 		bt.TraceBatchEnd(ctx, conn, data)
 	}
+	g.end(ctx, conn)
 }
 
-// TraceCopyFromStart implements pgx.CopyFromTracer. COPY FROM writes:
-// the exporter never sends one, and a session that would run it
-// read-write is closed like any other.
+// TraceCopyFromStart implements pgx.CopyFromTracer. COPY FROM writes: the
+// exporter never sends one, and the guard wraps it like any statement, so
+// it fails read-only.
 func (g guard) TraceCopyFromStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceCopyFromStartData) context.Context {
-	if !sessionSafe(conn) {
-		g.refuse(ctx, conn, "COPY FROM")
-	}
+	ctx = g.control(ctx, conn, "copy")
 	if ct, ok := g.next.(pgx.CopyFromTracer); ok {
 		return ct.TraceCopyFromStart(ctx, conn, data)
 	}
@@ -120,6 +183,7 @@ func (g guard) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, data pgx.Tr
 	if ct, ok := g.next.(pgx.CopyFromTracer); ok {
 		ct.TraceCopyFromEnd(ctx, conn, data)
 	}
+	g.end(ctx, conn)
 }
 
 // afterRelease keeps a released session only if it is still read-only
