@@ -28,10 +28,10 @@ import (
 //     transaction and keeps nothing;
 //   - a BEGIN ... READ WRITE, or a BEGIN on a session whose default is no
 //     longer read-only, closes the session instead;
-//   - a session released while no longer read-only by default is
-//     destroyed, not pooled. PostgreSQL 14 and later report
+//   - a pooled session no longer read-only by default is destroyed when
+//     next acquired. PostgreSQL 14 and later report
 //     default_transaction_read_only on every change (ParameterStatus), so
-//     this costs no round trip; before 14 the release sends RESET ALL,
+//     this costs no round trip; before 14 the acquire sends RESET ALL,
 //     back to the read-only default the session was opened with.
 //
 // The wrapping costs two round trips per statement that a caller sends
@@ -186,30 +186,29 @@ func (g guard) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, data pgx.Tr
 	g.end(ctx, conn)
 }
 
-// afterRelease keeps a released session only if it is still read-only
-// by default.
-func afterRelease(conn *pgx.Conn) bool {
+// prepareConn hands out a pooled session only if it is still read-only
+// by default; otherwise the pool destroys it and takes another. It runs on
+// acquire, not on release: pgxpool runs AfterRelease in a goroutine, which
+// returns sessions late and makes the pool open more of them.
+func prepareConn(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	pc := conn.PgConn()
 	switch pc.ParameterStatus(readOnlyParam) {
 	case "on":
-		return true
+		return true, nil
 	case "":
 		// Not reported (PostgreSQL before 14): restore the session's
-		// startup settings, read-only among them. Release runs this in
-		// its own goroutine, off the caller's path.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
+		// startup settings, read-only among them.
 		_, err := pc.Exec(ctx, "RESET ALL").ReadAll()
-		return err == nil
+		return err == nil, nil
 	default:
-		slog.Default().Error("outbox_exporter: a released session is no longer read-only by default; destroying it",
+		slog.Default().Error("outbox_exporter: a pooled session is no longer read-only by default; destroying it",
 			"application_name", ApplicationName)
-		return false
+		return false, nil
 	}
 }
 
-// fence installs the guard and the release check on a pool config.
+// fence installs the guard and the acquire check on a pool config.
 func fence(pc *pgxpool.Config) {
 	pc.ConnConfig.Tracer = guard{next: pc.ConnConfig.Tracer}
-	pc.AfterRelease = afterRelease
+	pc.PrepareConn = prepareConn
 }

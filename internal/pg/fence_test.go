@@ -168,3 +168,36 @@ CREATE FUNCTION write_one() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT I
 	}
 	assertUnwritten(t, db) // prepared, never run
 }
+
+// A session turned read-write below pgx (pgconn, which no tracer sees) is
+// not handed out again.
+func TestFenceDestroysTaintedSessions(t *testing.T) {
+	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid1 uint32 = conn.Conn().PgConn().PID()
+	if _, err := conn.Conn().PgConn().Exec(ctx, `SELECT set_config('default_transaction_read_only', 'off', false)`).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	conn.Release()
+	conn, err = pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if conn.Conn().PgConn().PID() == pid1 {
+		t.Error("the tainted session was handed out again")
+	}
+	if v := conn.Conn().PgConn().ParameterStatus("default_transaction_read_only"); v != "on" {
+		t.Errorf("new session: default_transaction_read_only %q", v)
+	}
+}
