@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -240,5 +241,44 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, d)
 		}
+	}
+}
+
+// Label values, ids and last_error come from the monitored table: the
+// page escapes them as HTML, the JSON APIs as JSON, and both show them.
+func TestRowDataIsEscaped(t *testing.T) {
+	db := pgtest.New(t)
+	const hostile = `<script>alert("x")</script>&<img src=x onerror=alert(1)>`
+	db.Exec(t, `CREATE TABLE outbox (id text, created_at timestamptz NOT NULL, kind text, attempts int, last_error text);`)
+	db.Exec(t, `INSERT INTO outbox VALUES ($1, now() - interval '1 hour', $1, 3, $1)`, hostile)
+	s, _ := dbServer(t, db, "    labels: {kind: kind}\n    attempts: attempts\n    last_error: last_error\n", Options{ScrapeTimeout: 10 * time.Second})
+	h := s.Handler()
+	get(t, h, "GET", "/metrics")
+	_, page := get(t, h, "GET", "/")
+	code, api := get(t, h, "GET", "/api/v1/stuck?outbox=messages")
+	if code != http.StatusOK {
+		t.Fatalf("stuck rows: %d %s", code, api)
+	}
+	for what, out := range map[string]string{"page": page, "API": api} {
+		for _, raw := range []string{"<script>", "<img", `"x")`} {
+			if strings.Contains(out, raw) {
+				t.Errorf("the %s shows %q unescaped", what, raw)
+			}
+		}
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("the page does not show the row's id and last_error escaped:\n%s", page)
+	}
+	var got struct {
+		Rows []struct {
+			ID        string `json:"id"`
+			LastError string `json:"last_error"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(api), &got); err != nil || len(got.Rows) != 1 {
+		t.Fatalf("API answer %v: %s", err, api)
+	}
+	if got.Rows[0].ID != hostile || got.Rows[0].LastError != hostile {
+		t.Errorf("the API does not give the values back exactly: %+v", got.Rows[0])
 	}
 }
