@@ -2,8 +2,8 @@ package web
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
