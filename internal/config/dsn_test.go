@@ -140,3 +140,33 @@ func TestDSNProblemQuotesNothing(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRedactDSN: whatever the DSN, the password pgconn would connect with
+// never appears in its redacted form. (The seeds run in every go test.)
+func FuzzRedactDSN(f *testing.F) {
+	f.Setenv("PGPASSFILE", os.DevNull)
+	f.Setenv("PGSERVICEFILE", os.DevNull)
+	f.Setenv("PGPASSWORD", "")
+	for _, pw := range hostilePasswords {
+		for _, dsn := range dsnForms(pw) {
+			f.Add(dsn)
+		}
+	}
+	f.Add("postgres://u:pa%2Fss%3Fw@h:5432,h2/db?sslpassword=abc%26def&application_name=x")
+	f.Add("host=h port=5432 password = 'a b\\' c' sslpassword=\\ \\'x dbname=d")
+	f.Fuzz(func(t *testing.T, dsn string) {
+		cfg, err := pgconn.ParseConfig(dsn)
+		if err != nil {
+			return
+		}
+		got := RedactDSN(dsn)
+		for _, secret := range []string{cfg.Password} {
+			if len(secret) < 6 || strings.Count(dsn, secret) != 1 || strings.Contains(unparsedDSN, secret) {
+				continue // too short, or also elsewhere in the DSN, to call a match a leak
+			}
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactDSN(%q) = %q shows the password %q", dsn, got, secret)
+			}
+		}
+	})
+}
