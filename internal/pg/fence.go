@@ -49,6 +49,9 @@ func readOnlyDefault(conn *pgx.Conn) bool {
 
 // firstWords returns the first two words of sql, lower case.
 func firstWords(sql string) (string, string) {
+	if len(sql) > 64 {
+		sql = sql[:64] // the words that matter are short; spare a long query the copy
+	}
 	f := strings.Fields(strings.ToLower(sql))
 	switch len(f) {
 	case 0:
@@ -102,14 +105,13 @@ func (g guard) end(ctx context.Context, conn *pgx.Conn) {
 }
 
 // exec sends a transaction-control statement on conn below pgx (and so
-// below this tracer).
+// below this tracer), under the caller's context: a caller that gave up
+// gets its session closed instead, as pgx does on cancellation.
 func (g guard) exec(ctx context.Context, conn *pgx.Conn, sql string) bool {
 	if conn.PgConn().IsClosed() || conn.PgConn().IsBusy() {
 		return false
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, err := conn.PgConn().Exec(cctx, sql).ReadAll()
+	_, err := conn.PgConn().Exec(ctx, sql).ReadAll()
 	return err == nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
@@ -199,5 +200,70 @@ func TestFenceDestroysTaintedSessions(t *testing.T) {
 	}
 	if v := conn.Conn().PgConn().ParameterStatus("default_transaction_read_only"); v != "on" {
 		t.Errorf("new session: default_transaction_read_only %q", v)
+	}
+}
+
+// BenchmarkFence: the cost of the fence per statement, against an
+// unfenced pool in the same run. Through ReadOnly the fence adds nothing
+// to the explicit transaction; a statement sent outside one pays two
+// round trips for the BEGIN READ ONLY and ROLLBACK around it.
+//
+//	go test -run XXX -bench Fence -benchtime 2000x ./internal/pg/
+func BenchmarkFence(b *testing.B) {
+	db := pgtest.New(b)
+	ctx := context.Background()
+	fenced, err := Open(ctx, &config.Database{DSN: config.Secret(db.URL), MaxConnections: 1, StatementTimeout: 5 * time.Second, LockTimeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fenced.Close()
+	pc, err := PoolConfig(&config.Database{DSN: config.Secret(db.URL), MaxConnections: 1, StatementTimeout: 5 * time.Second, LockTimeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc.ConnConfig.Tracer, pc.PrepareConn = nil, nil
+	bare, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	var one int
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"autocommit/unfenced", func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&one) }},
+		{"autocommit/fenced", func() error { return fenced.QueryRow(ctx, "SELECT 1").Scan(&one) }},
+		{"ReadOnly/unfenced", func() error {
+			return ReadOnly(ctx, bare, func(tx pgx.Tx) error { return tx.QueryRow(ctx, "SELECT 1").Scan(&one) })
+		}},
+		{"ReadOnly/fenced", func() error {
+			return ReadOnly(ctx, fenced, func(tx pgx.Tx) error { return tx.QueryRow(ctx, "SELECT 1").Scan(&one) })
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// The server reads strings as config.CheckPredicate does, even where the
+// database's default says otherwise.
+func TestStandardConformingStrings(t *testing.T) {
+	db := pgtest.New(t)
+	db.Exec(t, "ALTER DATABASE "+db.Name+" SET standard_conforming_strings = off")
+	ctx := context.Background()
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var got string
+	if err := ReadOnly(ctx, pool, func(tx pgx.Tx) error { return tx.QueryRow(ctx, `SELECT 'a\'`).Scan(&got) }); err != nil || got != `a\` {
+		t.Errorf(`'a\' read as %q, %v`, got, err)
 	}
 }

@@ -36,6 +36,11 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	rp := pc.ConnConfig.RuntimeParams
 	rp["application_name"] = ApplicationName
 	rp["default_transaction_read_only"] = "on"
+	// The config's predicates are checked with standard-conforming string
+	// rules (config.CheckPredicate); the server must read them the same
+	// way, or 'a\'' ) OR (true' would end its string where the check's
+	// did not.
+	rp["standard_conforming_strings"] = "on"
 	rp["statement_timeout"] = fmt.Sprint(db.StatementTimeout.Milliseconds())
 	rp["lock_timeout"] = fmt.Sprint(db.LockTimeout.Milliseconds())
 	// JIT compiles a plan whose cost looks high (a bloated partial index
