@@ -195,3 +195,25 @@ func (lx *lexer) blockComment() error {
 	}
 	return fmt.Errorf("has an unterminated /* comment starting at byte %d", start)
 }
+
+// MultiStatement reports whether sql holds more than one statement: a
+// token after a ';' outside strings, quoted identifiers and comments. The
+// database pools refuse such strings, whose later statements could end
+// the read-only transaction around them.
+func MultiStatement(sql string) bool {
+	lx := lexer{s: sql}
+	semi := false
+	for {
+		tok, err := lx.next()
+		if err != nil || tok == tokEOF {
+			return false // the server refuses what does not lex
+		}
+		switch {
+		case tok == tokComment:
+		case tok == ';':
+			semi = true
+		case semi:
+			return true
+		}
+	}
+}

@@ -92,3 +92,20 @@ func TestDSNValidation(t *testing.T) {
 		t.Errorf("the error quotes the password: %v", err)
 	}
 }
+
+func TestMultiStatement(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT 1":                        false,
+		"SELECT 1;":                       false,
+		"SELECT 1; -- done":               false,
+		"SELECT ';' || $$;x$$":            false,
+		"SELECT 1; COMMIT":                true,
+		"SELECT 1;COMMIT;SELECT 2":        true,
+		`SELECT "a;b"; SELECT 2`:          true,
+		"SELECT 1 /* ; */ ; /* */ SELECT": true,
+	} {
+		if got := MultiStatement(sql); got != want {
+			t.Errorf("MultiStatement(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

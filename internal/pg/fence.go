@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
 // The fence: nothing a pool from PoolConfig runs ever commits, and
@@ -72,6 +74,11 @@ type wrappedKey struct{}
 // began a transaction around sql that the end of sql must roll back.
 func (g guard) control(ctx context.Context, conn *pgx.Conn, sql string) context.Context {
 	pc := conn.PgConn()
+	if config.MultiStatement(sql) {
+		// A later statement could end the transaction around it.
+		g.refuse(ctx, conn, "a string of several statements was sent")
+		return ctx
+	}
 	w1, w2 := firstWords(sql)
 	if pc.TxStatus() != 'I' {
 		if w1 == "commit" || w1 == "end" || (w1 == "prepare" && w2 == "transaction") {
@@ -146,6 +153,15 @@ func (g guard) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.Tra
 	var sql string
 	if data.Batch != nil && len(data.Batch.QueuedQueries) > 0 {
 		sql = data.Batch.QueuedQueries[0].SQL
+		for _, q := range data.Batch.QueuedQueries[1:] {
+			// Only the first statement is classified: one later in the
+			// batch that ends or begins a transaction is refused.
+			switch w1, _ := firstWords(q.SQL); w1 {
+			case "begin", "start", "commit", "end", "rollback", "abort", "prepare":
+				g.refuse(ctx, conn, "a batch holds a transaction-control statement after its first")
+				return ctx
+			}
+		}
 	}
 	ctx = g.control(ctx, conn, sql)
 	if bt, ok := g.next.(pgx.BatchTracer); ok {

@@ -267,3 +267,48 @@ func TestStandardConformingStrings(t *testing.T) {
 		t.Errorf(`'a\' read as %q, %v`, got, err)
 	}
 }
+
+// A caller cannot end the fence's transaction from inside it: strings of
+// several statements and batches with a COMMIT after the first statement
+// are refused, and a caller's COMMIT keeps nothing.
+func TestFenceKeepsNothingCommitted(t *testing.T) {
+	db := pgtest.New(t)
+	db.Exec(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `SELECT 1; COMMIT; SELECT lo_create(0)`); err == nil {
+		t.Error("a string of several statements ran")
+	}
+	err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT 1; COMMIT; SELECT lo_create(0)`)
+		return err
+	})
+	if err == nil {
+		t.Error("a string of several statements ran inside ReadOnly")
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1`)
+	b.Queue(`COMMIT`)
+	b.Queue(`SELECT lo_create(0)`)
+	if err := pool.SendBatch(ctx, b).Close(); err == nil {
+		t.Error("a batch with a COMMIT ran")
+	}
+	// A caller's own transaction, committed: the large object it made is
+	// not kept.
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT lo_create(0)`)
+		return err
+	})
+	if err != nil {
+		t.Errorf("a read-only transaction that commits: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT lo_create(0)`); err != nil {
+		t.Errorf("lo_create outside a transaction: %v", err)
+	}
+	assertUnwritten(t, db)
+}
