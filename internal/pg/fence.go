@@ -29,7 +29,9 @@ import (
 //     is preceded by a ROLLBACK, so the caller's COMMIT finds no
 //     transaction and keeps nothing;
 //   - a BEGIN ... READ WRITE, or a BEGIN on a session whose default is no
-//     longer read-only, closes the session instead;
+//     longer read-only, closes the session instead; so does a string of
+//     several statements (a later one could end the transaction), or a
+//     batch with transaction control after its first statement;
 //   - a pooled session no longer read-only by default is destroyed when
 //     next acquired. PostgreSQL 14 and later report
 //     default_transaction_read_only on every change (ParameterStatus), so
@@ -43,7 +45,7 @@ const readOnlyParam = "default_transaction_read_only"
 
 // readOnlyDefault reports whether new transactions on the session start
 // read-only. A server that does not report the parameter is trusted
-// (RESET ALL on release restores it).
+// (RESET ALL on acquire restores it).
 func readOnlyDefault(conn *pgx.Conn) bool {
 	v := conn.PgConn().ParameterStatus(readOnlyParam)
 	return v == "" || v == "on"
