@@ -196,24 +196,29 @@ func (lx *lexer) blockComment() error {
 	return fmt.Errorf("has an unterminated /* comment starting at byte %d", start)
 }
 
-// MultiStatement reports whether sql holds more than one statement: a
-// token after a ';' outside strings, quoted identifiers and comments. The
-// database pools refuse such strings, whose later statements could end
-// the read-only transaction around them.
-func MultiStatement(sql string) bool {
-	lx := lexer{s: sql}
-	semi := false
+// StatementHeads returns the first word, lower case, of each statement in
+// sql (statements split by ';' outside strings, quoted identifiers and
+// comments), so that the database pools can refuse a string whose later
+// statement would end the read-only transaction around it. A string that
+// does not lex gives nil: the server refuses it as a whole.
+func StatementHeads(sql string) []string {
+	lx := lexer{s: sql + "\n"} // a statement may end in a -- comment
+	var heads []string
+	start := true
 	for {
 		tok, err := lx.next()
-		if err != nil || tok == tokEOF {
-			return false // the server refuses what does not lex
+		if err != nil {
+			return nil
 		}
 		switch {
+		case tok == tokEOF:
+			return heads
 		case tok == tokComment:
 		case tok == ';':
-			semi = true
-		case semi:
-			return true
+			start = true
+		case start:
+			heads = append(heads, strings.ToLower(lx.ident))
+			start = false
 		}
 	}
 }

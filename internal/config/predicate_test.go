@@ -93,19 +93,19 @@ func TestDSNValidation(t *testing.T) {
 	}
 }
 
-func TestMultiStatement(t *testing.T) {
-	for sql, want := range map[string]bool{
-		"SELECT 1":                        false,
-		"SELECT 1;":                       false,
-		"SELECT 1; -- done":               false,
-		"SELECT ';' || $$;x$$":            false,
-		"SELECT 1; COMMIT":                true,
-		"SELECT 1;COMMIT;SELECT 2":        true,
-		`SELECT "a;b"; SELECT 2`:          true,
-		"SELECT 1 /* ; */ ; /* */ SELECT": true,
+func TestStatementHeads(t *testing.T) {
+	for sql, want := range map[string]string{
+		"SELECT 1":                                 "select",
+		"SELECT 1;":                                "select",
+		"SELECT 1; -- done":                        "select",
+		"SELECT ';' || $$;x$$":                     "select",
+		"SELECT 1; COMMIT":                         "select commit",
+		"SET LOCAL a = 1;SET LOCAL b = 2; end":     "set set end",
+		`SELECT "a;b"; Rollback`:                   "select rollback",
+		"/* ; */ select 1 ; /* */ BEGIN; (select)": "select begin ",
 	} {
-		if got := MultiStatement(sql); got != want {
-			t.Errorf("MultiStatement(%q) = %v, want %v", sql, got, want)
+		if got := strings.Join(StatementHeads(sql), " "); got != want {
+			t.Errorf("StatementHeads(%q) = %q, want %q", sql, got, want)
 		}
 	}
 }

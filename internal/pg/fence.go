@@ -30,8 +30,9 @@ import (
 //     transaction and keeps nothing;
 //   - a BEGIN ... READ WRITE, or a BEGIN on a session whose default is no
 //     longer read-only, closes the session instead; so does a string of
-//     several statements (a later one could end the transaction), or a
-//     batch with transaction control after its first statement;
+//     several statements holding transaction control (it could end the
+//     transaction out of the guard's view), or a batch with transaction
+//     control after its first statement;
 //   - a pooled session no longer read-only by default is destroyed when
 //     next acquired. PostgreSQL 14 and later report
 //     default_transaction_read_only on every change (ParameterStatus), so
@@ -66,6 +67,10 @@ func firstWords(sql string) (string, string) {
 	return f[0], f[1]
 }
 
+// transactionControl are the statements that begin or end a transaction.
+var transactionControl = map[string]bool{"begin": true, "start": true, "commit": true, "end": true,
+	"rollback": true, "abort": true, "prepare": true, "savepoint": true, "release": true}
+
 // guard is the connection tracer that keeps every statement read-only and
 // uncommitted. It wraps the tracer the DSN's config had, if any.
 type guard struct{ next pgx.QueryTracer }
@@ -76,10 +81,15 @@ type wrappedKey struct{}
 // began a transaction around sql that the end of sql must roll back.
 func (g guard) control(ctx context.Context, conn *pgx.Conn, sql string) context.Context {
 	pc := conn.PgConn()
-	if config.MultiStatement(sql) {
-		// A later statement could end the transaction around it.
-		g.refuse(ctx, conn, "a string of several statements was sent")
-		return ctx
+	if heads := config.StatementHeads(sql); len(heads) > 1 {
+		for _, h := range heads {
+			if transactionControl[h] {
+				// It would end or begin a transaction in the middle of
+				// the string, outside the guard's view.
+				g.refuse(ctx, conn, "a string of several statements holds transaction control")
+				return ctx
+			}
+		}
 	}
 	w1, w2 := firstWords(sql)
 	if pc.TxStatus() != 'I' {
@@ -158,10 +168,11 @@ func (g guard) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.Tra
 		for _, q := range data.Batch.QueuedQueries[1:] {
 			// Only the first statement is classified: one later in the
 			// batch that ends or begins a transaction is refused.
-			switch w1, _ := firstWords(q.SQL); w1 {
-			case "begin", "start", "commit", "end", "rollback", "abort", "prepare":
-				g.refuse(ctx, conn, "a batch holds a transaction-control statement after its first")
-				return ctx
+			for _, h := range config.StatementHeads(q.SQL) {
+				if transactionControl[h] {
+					g.refuse(ctx, conn, "a batch holds transaction control after its first statement")
+					return ctx
+				}
 			}
 		}
 	}
