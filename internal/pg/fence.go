@@ -108,7 +108,9 @@ func (g guard) control(ctx context.Context, conn *pgx.Conn, sql string) context.
 		return ctx // no transaction: nothing to end
 	}
 	if !g.exec(ctx, conn, "BEGIN READ ONLY") {
-		g.refuse(ctx, conn, "a read-only transaction could not be begun")
+		// Mostly a session that died or a caller that gave up: quietly
+		// closed, the statement fails as it would have.
+		g.close(ctx, conn)
 		return ctx
 	}
 	return context.WithValue(ctx, wrappedKey{}, true)
@@ -118,7 +120,7 @@ func (g guard) control(ctx context.Context, conn *pgx.Conn, sql string) context.
 func (g guard) end(ctx context.Context, conn *pgx.Conn) {
 	if wrapped, _ := ctx.Value(wrappedKey{}).(bool); wrapped && conn.PgConn().TxStatus() != 'I' {
 		if !g.exec(ctx, conn, "ROLLBACK") {
-			g.refuse(ctx, conn, "the read-only transaction around a statement could not be rolled back")
+			g.close(ctx, conn) // the pool destroys it; nothing was committed
 		}
 	}
 }
@@ -134,10 +136,15 @@ func (g guard) exec(ctx context.Context, conn *pgx.Conn, sql string) bool {
 	return err == nil
 }
 
-// refuse closes the session: whatever was about to run fails.
+// refuse closes the session and says why: whatever was about to run
+// fails.
 func (g guard) refuse(ctx context.Context, conn *pgx.Conn, why string) {
 	slog.Default().Error("outbox_exporter: closing a database session instead of letting it write", "why", why,
 		"application_name", ApplicationName)
+	g.close(ctx, conn)
+}
+
+func (g guard) close(ctx context.Context, conn *pgx.Conn) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = conn.PgConn().Close(cctx)
