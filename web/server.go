@@ -34,6 +34,10 @@ type Options struct {
 	// arrives before Prometheus gives up.
 	TimeoutOffset time.Duration
 	Logger        *slog.Logger
+	// EnableLifecycle serves POST /-/reload (--web.enable-lifecycle);
+	// without it anyone who reaches the port could make the exporter
+	// reload.
+	EnableLifecycle bool
 }
 
 // Server owns the running App and its HTTP handlers.
@@ -53,7 +57,8 @@ type Server struct {
 	// through prometheus.Gatherers checks and sorts every series twice.
 	staticCs []prometheus.Collector
 
-	rec *recorder
+	rec  *recorder
+	gate stuckGate
 }
 
 // History of the page's trends: one hour, one point per 15 s, at most 500
@@ -164,6 +169,10 @@ func (s *Server) Handler() http.Handler {
 		w.Write([]byte("Ready.\n"))
 	})
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.opts.EnableLifecycle {
+			http.Error(w, "Lifecycle API is not enabled: start the exporter with --web.enable-lifecycle.", http.StatusForbidden)
+			return
+		}
 		if err := s.Reload(); err != nil {
 			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
 			return

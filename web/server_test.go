@@ -38,7 +38,7 @@ func newTestServer(t *testing.T, cfg string) (*Server, string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := New(ctx, Options{ConfigFile: path, Logger: quiet(), ScrapeTimeout: 2 * time.Second})
+	s, err := New(ctx, Options{ConfigFile: path, Logger: quiet(), ScrapeTimeout: 2 * time.Second, EnableLifecycle: true})
 	if err != nil {
 		t.Fatal(err)
 	}

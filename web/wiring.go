@@ -39,7 +39,8 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 }
 
 // serveStuck answers /api/v1/stuck?outbox=N&limit=K with the oldest
-// unpublished rows.
+// unpublished rows. It runs one query per outbox at a time (stuckGate):
+// another request meanwhile gets 429.
 func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
 	a := s.App()
 	if a == nil {
@@ -58,28 +59,43 @@ func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
 	limit := stuckDefault
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("limit %q is not a whole number from 1 to 1000", v)})
+		if err != nil || n < 1 || n > maxStuckLimit {
+			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("limit %q is not a whole number from 1 to %d", v, maxStuckLimit)})
 			return
 		}
 		limit = n
 	}
+	if _, ok := a.Config.Outboxes[name]; !ok {
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ScrapeTimeout)
 	defer cancel()
+	release := s.gate.acquire(ctx, a, name, false)
+	if release == nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusTooManyRequests, apiError{fmt.Sprintf("another request is reading the stuck rows of outbox %q; try again in a moment", name)})
+		return
+	}
 	rows, err := a.Stuck(ctx, name, limit)
+	release()
 	switch {
 	case errors.Is(err, app.ErrUnknownOutbox):
 		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
 	case err != nil:
-		s.log.Error("stuck rows", "outbox", name, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, apiError{err.Error()})
+		// A database error may quote row data ("invalid input syntax for
+		// type integer: ..."): the answer names only where to look.
+		id := errorID()
+		s.log.Error("stuck rows", "outbox", name, "error_id", id, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, apiError{fmt.Sprintf("stuck rows of outbox %q unavailable; the exporter's log has the error, id %s", name, id)})
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"outbox": name, "rows": rows})
 	}
 }
 
 // stuckRows returns the oldest unpublished rows of an outbox for the page.
-// It is the page's only query; it is bounded by pageQueryTime.
+// It is the page's only query; it waits for the outbox's stuckGate slot
+// and runs within pageQueryTime.
 func (s *Server) stuckRows(r *http.Request, outbox string) ([]StuckView, string) {
 	a := s.App()
 	if a == nil {
@@ -87,9 +103,16 @@ func (s *Server) stuckRows(r *http.Request, outbox string) ([]StuckView, string)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), pageQueryTime)
 	defer cancel()
+	release := s.gate.acquire(ctx, a, outbox, true)
+	if release == nil {
+		return nil, "stuck rows unavailable: other requests are reading them; reload the page in a moment"
+	}
 	rows, err := a.Stuck(ctx, outbox, pageStuckRows)
+	release()
 	if err != nil {
-		return nil, "stuck rows unavailable: " + err.Error()
+		id := errorID()
+		s.log.Error("stuck rows for the page", "outbox", outbox, "error_id", id, "err", err)
+		return nil, "stuck rows unavailable; the exporter's log has the error, id " + id
 	}
 	out := make([]StuckView, len(rows))
 	for i, row := range rows {

@@ -9,9 +9,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // check validates the configuration, connects to every database, then
@@ -37,7 +40,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	ok := true
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
 		var one int
-		if err := pools[name].QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		if err := pg.ReadOnly(ctx, pools[name], func(tx pgx.Tx) error { return tx.QueryRow(ctx, "SELECT 1").Scan(&one) }); err != nil {
 			fmt.Fprintf(stdout, "database %s (%s): FAIL cannot connect: %v\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()), err)
 			ok = false
 			continue
@@ -46,6 +49,13 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
+		if err := pg.PreparePredicates(ctx, pools[o.Database], o.Table,
+			pg.Predicate{Key: "outboxes." + name + ".filter", SQL: o.Filter},
+			pg.Predicate{Key: "outboxes." + name + ".unknown_when", SQL: o.UnknownWhen}); err != nil {
+			fmt.Fprintf(stdout, "outbox %s: FAIL %v\n", name, err)
+			ok = false
+			continue
+		}
 		r, err := outbox.Check(ctx, pools[o.Database], name, o)
 		if err != nil {
 			fmt.Fprintf(stdout, "outbox %s: FAIL %v\n", name, err)

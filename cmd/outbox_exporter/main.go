@@ -44,6 +44,7 @@ type cli struct {
 	telemetryPath string
 	scrapeTimeout time.Duration
 	timeoutOffset time.Duration
+	lifecycle     bool
 	web           *toolkit.FlagConfig
 	log           *promslog.Config
 
@@ -83,6 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	serve := a.Command("serve", "Run the collectors and reconcile schedules and serve HTTP (the default).").Default()
 	c.web = kingpinflag.AddFlags(serve, DefaultListenAddress)
 	serve.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&c.telemetryPath)
+	serve.Flag("web.enable-lifecycle", "Serve POST /-/reload (off: anyone who reaches the port could make the exporter reload).").BoolVar(&c.lifecycle)
 	serve.Flag("scrape.timeout", "Collection deadline when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds header.").Default("10s").DurationVar(&c.scrapeTimeout)
 	serve.Flag("scrape.timeout-offset", "Taken off Prometheus's scrape timeout so the answer arrives in time.").Default("500ms").DurationVar(&c.timeoutOffset)
 
@@ -139,11 +141,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 	logger.Info("starting outbox_exporter", "version", version.Info(), "build", version.BuildContext())
 	srv, err := web.New(ctx, web.Options{
-		ConfigFile:    c.configFile,
-		TelemetryPath: c.telemetryPath,
-		ScrapeTimeout: c.scrapeTimeout,
-		TimeoutOffset: c.timeoutOffset,
-		Logger:        logger,
+		ConfigFile:      c.configFile,
+		TelemetryPath:   c.telemetryPath,
+		ScrapeTimeout:   c.scrapeTimeout,
+		TimeoutOffset:   c.timeoutOffset,
+		Logger:          logger,
+		EnableLifecycle: c.lifecycle,
 	})
 	if err != nil {
 		logger.Error("cannot start", "err", err)

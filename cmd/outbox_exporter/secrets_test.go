@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +24,47 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
 
+// Secrets hold the bytes libpq's grammars and YAML treat specially; each
+// alphanumeric run in them is unique, so finding one in any output is a
+// leak of part of a secret.
 const (
-	dbSecret   = "DbS3cret-4f9a1c"
-	saslSecret = "SaslS3cret-77b2e0"
+	dbSecret   = `DbS3cret/4f9a@Qx7?Wm2#Lp4&Ty=Gh8 Zr5'Nk3\Vb6%41`
+	saslSecret = `SaslS3cret/77b2e0@Ks9 'Hd4"Yc1\Fw8`
 	badSecret  = "BadS3cret-0d0d0d"
 )
+
+// secretDSNs write secrets into DSNs in every form libpq accepts, each
+// pointing at the test's server and database (trust authentication: the
+// secrets are handled everywhere but checked nowhere).
+func secretDSNs(server *url.URL, db string) map[string]string {
+	host, port := server.Hostname(), server.Port()
+	pw := func(tag string) string { return tag + `Pw/a@b?c#d&e=f g'h\i%41` }
+	kvq := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+	kvu := func(s string) string { return regexp.MustCompile(`([\s'\\])`).ReplaceAllString(s, `\$1`) }
+	base := fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", server.User.Username(), host, port, db)
+	kv := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", host, port, server.User.Username(), db)
+	return map[string]string{
+		"url_query":      base + "&password=" + url.QueryEscape(pw("Uq1")),
+		"url_sslpass":    base + "&sslpassword=" + url.QueryEscape(pw("Us2")),
+		"kv_quoted":      kv + " password=" + kvq(pw("Kq3")),
+		"kv_escaped":     kv + " password=" + kvu(pw("Ke4")),
+		"kv_sslpass":     kv + " sslpassword=" + kvq(pw("Ks5")),
+		"kv_spaced":      kv + " password = " + kvq(pw("Kp6")),
+		"url_encoded_pw": fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", url.UserPassword(server.User.Username(), pw("Ue7")).String(), host, port, db),
+	}
+}
+
+// brokenDSNs do not parse; a password in them may sit anywhere.
+var brokenDSNs = []string{
+	"postgres://exporter:Br1x/Cy2z@127.0.0.1:5432/x",
+	"postgres://exporter:Dz3q?Ew4r@127.0.0.1:notaport/x",
+	"postgres://exporter:Ff5s@Gg6t@127.0.0.1:bad/x?password=Hh7u",
+	"host=127.0.0.1 password='Fv5w Gu6x",
+	"host=127.0.0.1 password=Ht7y Is8z",
+	"postgres://u:" + badSecret + "@127.0.0.1:notaport/x",
+}
+
+var secretRun = regexp.MustCompile(`[\p{L}\p{N}]{3,}`)
 
 // TestSecretsNeverLeak runs every output path of the binary — serve logs
 // at debug level, /metrics, the page, every API, reload errors, check,
@@ -59,7 +98,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 	u.User = url.UserPassword(u.User.Username(), dbSecret)
 	u.Path = "/" + dbName
 	dsnRe := regexp.MustCompile(`(?m)^    dsn: .*$`)
-	cfgText = dsnRe.ReplaceAllString(cfgText, "    dsn: "+fmt.Sprintf("%q", u.String()))
+	cfgText = dsnRe.ReplaceAllString(cfgText, "    dsn: "+jsonQ(u.String()))
+	dsns := secretDSNs(server, dbName)
+	var extraDBs, extraOutboxes strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(dsns)) {
+		fmt.Fprintf(&extraDBs, "  %s:\n    dsn: %s\n    max_connections: 1\n", name, jsonQ(dsns[name]))
+		fmt.Fprintf(&extraOutboxes, "  via_%s:\n    database: %s\n    table: public.outbox\n    id: event_id\n    created_at: created_at\n    status: status\n    pending: [PENDING]\n    in_flight: [CLAIMED]\n    published: [PUBLISHED]\n    dead: [ABANDONED]\n    last_error: last_error\n    deadline: 5m\n", name, name)
+	}
+	cfgText = strings.Replace(cfgText, "databases:\n", "databases:\n"+extraDBs.String(), 1)
+	cfgText = strings.Replace(cfgText, "outboxes:\n", "outboxes:\n"+extraOutboxes.String(), 1)
 	cfgText = strings.Replace(cfgText, "kafka:\n", fmt.Sprintf(`kafka:
   secure:
     brokers: [%s]
@@ -69,8 +116,8 @@ func TestSecretsNeverLeak(t *testing.T) {
     brokers: [%s]
     sasl: {mechanism: SCRAM-SHA-512, username: exporter, password: %s}
     groups: ["/.*/"]
-`, secure.Brokers()[0], saslSecret, secure.Brokers()[0], badSecret), 1)
-	if !strings.Contains(cfgText, dbSecret) {
+`, secure.Brokers()[0], jsonQ(saslSecret), secure.Brokers()[0], badSecret), 1)
+	if !strings.Contains(cfgText, "DbS3cret") {
 		t.Fatalf("the DSN secret did not make it into the config:\n%s", cfgText)
 	}
 	dir := t.TempDir()
@@ -89,7 +136,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan int)
 	go func() {
-		done <- run(sctx, []string{"--config.file=" + cfgFile, "--log.level=debug", "--web.listen-address=" + addr}, io.Discard, &logs)
+		done <- run(sctx, []string{"--config.file=" + cfgFile, "--log.level=debug", "--web.listen-address=" + addr, "--web.enable-lifecycle"}, io.Discard, &logs)
 	}()
 	base := "http://" + addr
 	client := &http.Client{Timeout: 20 * time.Second}
@@ -137,14 +184,33 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Errorf("page does not show the outbox")
 	}
 	fetch("GET", "/api/v1/stuck?outbox=messages&limit=50")
+	for name := range dsns {
+		if got := fetch("GET", "/api/v1/stuck?outbox=via_"+name); !strings.Contains(got, `"rows"`) {
+			t.Errorf("stuck rows through the %s DSN: %s", name, got)
+		}
+		if !strings.Contains(metrics, `outbox_exporter_collector_success{collector="outbox",target="via_`+name+`"} 1`) {
+			t.Errorf("the outbox on the %s DSN was not collected: the DSN was not in use", name)
+		}
+	}
+	fetch("GET", "/api/v1/stuck?outbox=messages&limit=5000")
+	fetch("GET", "/api/v1/reconcile?job=nope")
+	fetch("GET", "/api/v1/audit?outbox=nope")
 	fetch("GET", "/api/v1/reconcile?job=search_index")
 	fetch("GET", "/api/v1/audit?outbox=messages")
 	fetch("GET", "/api/v1/stuck?outbox=nope")
 	// A reload with a broken DSN holding a password, then one that fixes it.
-	os.WriteFile(cfgFile, []byte(strings.Replace(cfgText, u.String(), "postgres://exporter:"+badSecret+"@127.0.0.1:notaport/x", 1)), 0o600)
-	fetch("POST", "/-/reload")
+	for _, b := range brokenDSNs {
+		os.WriteFile(cfgFile, []byte(strings.Replace(cfgText, jsonQ(u.String()), jsonQ(b), 1)), 0o600)
+		if got := fetch("POST", "/-/reload"); !strings.Contains(got, "databases.demo.dsn: does not parse") {
+			t.Errorf("reload with a broken DSN answered %q", got)
+		}
+	}
 	os.WriteFile(cfgFile, []byte(cfgText), 0o600)
-	fetch("POST", "/-/reload")
+	if got := fetch("POST", "/-/reload"); !strings.Contains(got, "Reloaded") {
+		t.Errorf("reload of the good config answered %q", got)
+	}
+	fetch("GET", "/metrics")
+	fetch("GET", "/")
 	stop()
 	if code := <-done; code != 0 {
 		t.Errorf("serve exited %d", code)
@@ -170,24 +236,44 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		return nil
 	})
-	broken := filepath.Join(dir, "broken.yml")
-	os.WriteFile(broken, []byte(strings.Replace(cfgText, u.String(), "postgres://exporter:"+badSecret+"@127.0.0.1:notaport/x", 1)), 0o600)
-	runCmd("check", "--config.file="+broken)
-	runCmd("--config.file="+broken, "--web.listen-address="+freeAddr(t))
+	for i, b := range brokenDSNs {
+		broken := filepath.Join(dir, fmt.Sprintf("broken%d.yml", i))
+		os.WriteFile(broken, []byte(strings.Replace(cfgText, jsonQ(u.String()), jsonQ(b), 1)), 0o600)
+		runCmd("check", "--config.file="+broken)
+		runCmd("--config.file="+broken, "--web.listen-address="+freeAddr(t))
+		runCmd("reconcile", "--config.file="+broken)
+	}
 
 	// What a panic or a %v of the configuration would print.
 	cfg, _ := config.Load(cfgFile)
 	collect("config printed", fmt.Sprintf("%v %+v %#v %v %+v", cfg, cfg.Databases["demo"], cfg.Kafka["secure"], *cfg.Databases["demo"], cfg.Kafka["refused"].SASL))
 
 	all := strings.Join(outputs, "\n")
-	for _, secret := range []string{dbSecret, saslSecret, badSecret} {
-		if i := strings.Index(all, secret); i >= 0 {
-			lo, hi := max(0, i-300), min(len(all), i+100)
-			t.Errorf("secret %q leaked:\n...%s...", secret, all[lo:hi])
+	secrets := append([]string{dbSecret, saslSecret, badSecret}, brokenDSNs...)
+	// The DSN forms' passwords are TAG + "Pw/...": the tag run is theirs.
+	if m := regexp.MustCompile(`[A-Z][a-z][0-9]Pw`).FindString(all); m != "" {
+		i := strings.Index(all, m)
+		t.Errorf("the password %s... leaked:\n...%s...", m, all[max(0, i-300):min(len(all), i+100)])
+	}
+	for _, secret := range secrets {
+		for _, run := range secretRun.FindAllString(secret, -1) {
+			if !regexp.MustCompile(`[0-9]`).MatchString(run) || strings.Contains(run, "127") || run == "5432" {
+				continue // not a piece of a secret (host, port)
+			}
+			if i := strings.Index(all, run); i >= 0 {
+				lo, hi := max(0, i-300), min(len(all), i+100)
+				t.Errorf("%q of secret %q leaked:\n...%s...", run, secret, all[lo:hi])
+			}
 		}
 	}
 	if len(all) < 10000 {
 		t.Errorf("only %d bytes of output searched; some path produced nothing", len(all))
 	}
 	t.Logf("searched %d bytes from %d outputs", len(all), len(outputs))
+}
+
+// jsonQ quotes s as a JSON string, which is a YAML double-quoted scalar.
+func jsonQ(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -171,8 +171,11 @@ func TestRedactDSN(t *testing.T) {
 		"host=h user=u password=hunter2 dbname=d":        "host=h user=u password=xxxxx dbname=d",
 		"host=h password='hun ter2' dbname=d":            "host=h password=xxxxx dbname=d",
 		"host=h user=u":                                  "host=h user=u",
-		"postgres://u:hunter2@h:notaport/db":             "postgres://u:xxxxx@h:notaport/db",
-		"postgres://u:hun@ter2@h:bad/db?password=x":      "postgres://u:xxxxx@h:bad/db?password=xxxxx",
+		"postgres://u:hunter2@h:notaport/db":             unparsedDSN,
+		"postgres://u:hun@ter2@h:bad/db?password=x":      unparsedDSN,
+		"postgres://u:hun/ter2@h/db":                     unparsedDSN,
+		"host=h sslpassword=hunter2 password='a\\ b'":    "host=h sslpassword=xxxxx password=xxxxx",
+		"postgres://u@h/db?sslpassword=hunter2":          "postgres://u@h/db?sslpassword=xxxxx",
 	} {
 		if got := RedactDSN(in); got != want {
 			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)

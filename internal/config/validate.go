@@ -169,9 +169,23 @@ func (c *Config) validate() Errors {
 		if !nameRe.MatchString(name) {
 			v.fail(p, "%q is not a valid name", name)
 		}
-		v.required(p+".dsn", string(db.DSN))
+		if v.required(p+".dsn", string(db.DSN)) {
+			if msg := DSNProblem(db.DSN.Reveal()); msg != "" {
+				v.fail(p+".dsn", "does not parse: %s", msg)
+			}
+		}
 		if db.MaxConnections < 1 {
 			v.fail(p+".max_connections", "must be at least 1, got %d", db.MaxConnections)
+		}
+		// PostgreSQL takes these in whole milliseconds; less would be sent
+		// as 0, which turns the timeout off.
+		for _, t := range []struct {
+			key string
+			d   time.Duration
+		}{{"statement_timeout", db.StatementTimeout}, {"lock_timeout", db.LockTimeout}} {
+			if t.d < time.Millisecond {
+				v.fail(p+"."+t.key, "must be at least 1ms (PostgreSQL reads less as 0: no timeout at all), got %v", t.d)
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Outboxes)) {
@@ -285,9 +299,12 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if o.SLOObjective <= 0 || o.SLOObjective >= 1 {
 		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
 	}
-	for k, s := range map[string]string{"filter": o.Filter, "unknown_when": o.UnknownWhen} {
-		if strings.Contains(s, ";") {
-			v.fail(p+"."+k, "must be one SQL predicate without ';'")
+	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
+		if pr.sql == "" {
+			continue
+		}
+		if err := CheckPredicate(pr.sql); err != nil {
+			v.fail(p+"."+pr.key, "must be one SQL predicate: it %v", err)
 		}
 	}
 }

@@ -21,7 +21,8 @@ const ApplicationName = "outbox_exporter"
 // PoolConfig turns a configured database into a pgxpool configuration:
 // at most MaxConnections sessions, each read-only, with statement_timeout
 // and lock_timeout set as run-time parameters of the connection, so that
-// they hold before the first statement runs.
+// they hold before the first statement runs, and fenced (fence.go): a
+// session whose statements switched read-only off runs nothing more.
 func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(db.DSN.Reveal())
 	if err != nil {
@@ -35,6 +36,11 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	rp := pc.ConnConfig.RuntimeParams
 	rp["application_name"] = ApplicationName
 	rp["default_transaction_read_only"] = "on"
+	// The config's predicates are checked with standard-conforming string
+	// rules (config.CheckPredicate); the server must read them the same
+	// way, or 'a\'' ) OR (true' would end its string where the check's
+	// did not.
+	rp["standard_conforming_strings"] = "on"
 	rp["statement_timeout"] = fmt.Sprint(db.StatementTimeout.Milliseconds())
 	rp["lock_timeout"] = fmt.Sprint(db.LockTimeout.Milliseconds())
 	// JIT compiles a plan whose cost looks high (a bloated partial index
@@ -49,6 +55,7 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	// benefit from a server-side plan (the outbox sampler's, reconcile's)
 	// prepare themselves per connection or ask for the statement cache.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	fence(pc)
 	return pc, nil
 }
 
