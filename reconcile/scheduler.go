@@ -62,6 +62,9 @@ type Scheduler struct {
 type jobState struct {
 	plan    *plan
 	running atomic.Bool
+	// started is the Unix time in nanoseconds the run in progress
+	// started at, 0 when none.
+	started atomic.Int64
 
 	mu     sync.Mutex
 	last   *Result // the last run, completed or failed
@@ -195,7 +198,18 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
 
+	timeout := js.plan.job.Timeout
+	if timeout <= 0 {
+		timeout = config.DefaultReconcileTimeout
+	}
+	// A run that never ends would show nothing but an ageing timestamp;
+	// running_seconds shows it, the timeout ends it as a failure.
+	ctx, cancelRun := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the run took longer than its timeout of %s", timeout))
+	defer cancelRun()
+
 	res := newResult(job, full)
+	js.started.Store(res.Started.UnixNano())
+	defer js.started.Store(0)
 	r := &runner{
 		p:         js.plan,
 		w:         &window{full: full},
@@ -209,6 +223,7 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		stream:    js.stream,
 		leafRows:  js.leafRows,
 	}
+
 	if r.chunkTime <= 0 {
 		r.chunkTime = config.DefaultChunkTime
 	}
@@ -216,6 +231,9 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		r.max = config.DefaultMaxFindings
 	}
 	err := r.run(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%w)", cause, err)
+	}
 	res.Finished = time.Now()
 	res.Duration = res.Finished.Sub(res.Started).Seconds()
 	if err != nil {
@@ -252,4 +270,18 @@ func (s *Scheduler) state(job string) (last, lastOK *Result) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	return js.last, js.lastOK
+}
+
+// running is how long the job's run in progress has been running; 0 when
+// none is.
+func (s *Scheduler) running(job string) time.Duration {
+	js, ok := s.jobs[job]
+	if !ok {
+		return 0
+	}
+	t := js.started.Load()
+	if t == 0 {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, t)))
 }

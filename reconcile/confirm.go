@@ -1,0 +1,86 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+)
+
+// A gap whose cause no column dates (a target row whose authority row was
+// deleted, a target gap of an event whose publication time is unknown)
+// may be the pipeline still at work: the deletion's event not yet
+// applied, the consumer lagging. Grace cannot be measured from a column,
+// so it is measured from the gap's first sighting: such a finding is held
+// and read again by point look-up once grace has passed, and reported
+// only if it still holds. Every other finding is dated (created_at,
+// updated_at, published_at) and judged at once.
+
+// pendingFinding is one held finding and when it was first seen.
+type pendingFinding struct {
+	k    key
+	kind Kind
+	seen time.Time
+}
+
+// now is the run's clock: the wall clock, advanced by skipped waits.
+func (r *runner) now() time.Time { return time.Now().Add(r.skew) }
+
+// hold keeps a finding for confirmation after grace.
+func (r *runner) hold(k key, kind Kind) {
+	if len(r.pending) >= maxPending {
+		r.res.Unconfirmed++
+		return
+	}
+	r.pending = append(r.pending, pendingFinding{k: k, kind: kind, seen: r.now()})
+}
+
+// wait returns once d has passed, or ctx ended.
+func (r *runner) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if r.hooks.skipWaits {
+		r.skew += d
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// confirmPending reads the held findings again, in the order they were
+// seen, each once grace has passed since, and records those that still
+// hold.
+func (r *runner) confirmPending(ctx context.Context) error {
+	pend := r.pending
+	r.pending = nil
+	hooked := false
+	for len(pend) > 0 {
+		if err := r.wait(ctx, pend[0].seen.Add(r.p.job.Grace).Sub(r.now())); err != nil {
+			return err
+		}
+		if !hooked && r.hooks.beforeConfirm != nil {
+			r.hooks.beforeConfirm()
+		}
+		hooked = true
+		now := r.now()
+		n := 0
+		for n < len(pend) && n < recheckBatch && !pend[n].seen.Add(r.p.job.Grace).After(now) {
+			n++
+		}
+		n = max(n, 1)
+		cands := make([]candidate, n)
+		for i, p := range pend[:n] {
+			cands[i] = candidate{k: p.k, kinds: []Kind{p.kind}}
+		}
+		if err := r.recheck(ctx, cands, true); err != nil {
+			return err
+		}
+		pend = pend[n:]
+	}
+	return nil
+}
