@@ -117,15 +117,24 @@ func rangeCond(col string, lo, hi bound, kt keyType, a *args) string {
 		if lo.inclusive {
 			op = " >= "
 		}
-		c = append(c, col+op+a.add(lo.k.arg(kt)))
+		c = append(c, col+op+a.add(lo.k.arg(kt))+intCast(kt))
 	}
 	if hi.set {
-		c = append(c, col+" <= "+a.add(hi.k.arg(kt)))
+		c = append(c, col+" <= "+a.add(hi.k.arg(kt))+intCast(kt))
 	}
 	if len(c) == 0 {
 		return "true"
 	}
 	return strings.Join(c, " AND ")
+}
+
+// intCast types an integer key argument as bigint: a bound taken from a
+// bigint side may not fit the other side's integer column.
+func intCast(kt keyType) string {
+	if kt == keyInt {
+		return "::int8"
+	}
+	return ""
 }
 
 // judgedExpr is true for authority rows old enough to judge (created,
@@ -230,12 +239,20 @@ func (p *plan) targetChunkQuery(lo, hi bound, kt keyType) (string, []any) {
 func (p *plan) authorityLookup(w *window, keys any) (string, []any) {
 	a := &args{}
 	q := p.authoritySelect(w, a)
-	q += " WHERE a." + p.aKey + " = ANY(" + a.add(keys) + ")"
+	cast := ""
+	if _, ok := keys.([]int64); ok {
+		cast = "::int8[]"
+	}
+	q += " WHERE a." + p.aKey + " = ANY(" + a.add(keys) + cast + ")"
 	return q, a.vals
 }
 
 func (p *plan) targetLookup(keys any) (string, []any) {
-	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1)", []any{keys}
+	cast := ""
+	if _, ok := keys.([]int64); ok {
+		cast = "::int8[]"
+	}
+	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1" + cast + ")", []any{keys}
 }
 
 // rowHash is a 64-bit hash of one (key, version) pair that depends on
