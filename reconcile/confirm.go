@@ -59,6 +59,10 @@ func (r *runner) confirmPending(ctx context.Context) error {
 	pend := r.pending
 	r.pending = nil
 	hooked := false
+	if len(pend) > 0 && r.logger != nil {
+		r.logger.Info("reconcile run holds findings no column dates until grace has passed since they were seen",
+			"reconcile", r.p.name, "findings", len(pend), "grace", r.p.job.Grace)
+	}
 	for len(pend) > 0 {
 		if err := r.wait(ctx, pend[0].seen.Add(r.p.job.Grace).Sub(r.now())); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +80,8 @@ type runner struct {
 	pending []pendingFinding
 	// skew is added to the clock by hooks.skipWaits.
 	skew time.Duration
+	// logger says when a run waits to confirm findings.
+	logger *slog.Logger
 }
 
 // hooks let tests act while a run is in progress.

@@ -222,6 +222,7 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		hooks:     js.hooks,
 		stream:    js.stream,
 		leafRows:  js.leafRows,
+		logger:    s.logger,
 	}
 
 	if r.chunkTime <= 0 {
