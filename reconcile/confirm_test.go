@@ -110,3 +110,35 @@ func TestConfirmationWaitsForGrace(t *testing.T) {
 		t.Errorf("the run took %v: it confirmed the orphan before grace had passed", took)
 	}
 }
+
+// TestTimeout: a run that does not end shows in running_seconds while it
+// runs, and is cancelled at its timeout as a failed run that says so.
+func TestTimeout(t *testing.T) {
+	p := newPair(t, "bigint")
+	p.add(t, 1, 1, old, "PUBLISHED", 1)
+	s := scheduler(t, strings.Replace(p.yaml(""), "grace: 2m", "grace: 2m\n    timeout: 300ms", 1), nil)
+	stalled := make(chan struct{})
+	// The run can end only by its timeout: it waits for its context.
+	s.jobs["search_index"].hooks.stall = func(ctx context.Context) {
+		close(stalled)
+		<-ctx.Done()
+	}
+	done := make(chan error, 1)
+	var res *Result
+	go func() {
+		var err error
+		res, err = s.Run(context.Background(), "search_index", true)
+		done <- err
+	}()
+	<-stalled
+	if d := s.running("search_index"); d <= 0 {
+		t.Errorf("running %v during a run, want > 0", d)
+	}
+	err := <-done
+	if err == nil || res == nil || !strings.Contains(res.Error, "the run took longer than its timeout of 300ms") {
+		t.Fatalf("run past its timeout: %v, %+v", err, res)
+	}
+	if d := s.running("search_index"); d != 0 {
+		t.Errorf("running %v after the run, want 0", d)
+	}
+}

@@ -94,6 +94,8 @@ type hooks struct {
 	betweenSides func(chunk int)
 	// onRun, when set, runs as a run starts (true) and ends (false).
 	onRun func(start bool)
+	// stall, when set, runs first with the run's context.
+	stall func(ctx context.Context)
 	// beforeConfirm, when set, runs before pending findings are read
 	// again after grace.
 	beforeConfirm func()
@@ -107,6 +109,9 @@ func (r *runner) run(ctx context.Context) error {
 	if r.hooks.onRun != nil {
 		r.hooks.onRun(true)
 		defer r.hooks.onRun(false)
+	}
+	if r.hooks.stall != nil {
+		r.hooks.stall(ctx)
 	}
 	err := pg.ReadOnly(ctx, r.p.authority, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SELECT now()").Scan(&r.w.now)
