@@ -130,7 +130,7 @@ func (r *runner) recheck(ctx context.Context, cands []candidate, final bool) err
 				continue
 			}
 			if !final && r.undated(kind, obs, a) {
-				r.hold(c.k, kind)
+				r.hold(c.k, kind, obs)
 				continue
 			}
 			r.record(c.k, kind, obs)

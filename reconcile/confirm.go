@@ -9,10 +9,21 @@ import (
 // deleted, a target gap of an event whose publication time is unknown)
 // may be the pipeline still at work: the deletion's event not yet
 // applied, the consumer lagging. Grace cannot be measured from a column,
-// so it is measured from the gap's first sighting: such a finding is held
-// and read again by point look-up once grace has passed, and reported
-// only if it still holds. Every other finding is dated (created_at,
+// so it is measured from the gap's first sighting: such a finding is
+// reported only if it persists across runs at least grace apart. The
+// Scheduler keeps each job's held findings from run to run; a run that
+// sees one again grace or more after its first sighting reports it, and a
+// full sweep that no longer sees one forgets it. A one-off run (the
+// reconcile command, ConfirmInRun) has no next run: it holds its findings
+// to its end, waits until grace has passed since each was seen, and reads
+// them again by point look-up. Every other finding is dated (created_at,
 // updated_at, published_at) and judged at once.
+
+// heldID names a held finding.
+type heldID struct {
+	k    key
+	kind Kind
+}
 
 // pendingFinding is one held finding and when it was first seen.
 type pendingFinding struct {
@@ -24,13 +35,61 @@ type pendingFinding struct {
 // now is the run's clock: the wall clock, advanced by skipped waits.
 func (r *runner) now() time.Time { return time.Now().Add(r.skew) }
 
-// hold keeps a finding for confirmation after grace.
-func (r *runner) hold(k key, kind Kind) {
-	if len(r.pending) >= maxPending {
-		r.res.Unconfirmed++
+// hold keeps a finding no column dates until it has persisted for grace,
+// or records it if an earlier run saw it grace or more ago.
+func (r *runner) hold(k key, kind Kind, o Observation) {
+	now := r.now()
+	if r.confirmInRun {
+		if len(r.pending) >= maxPending {
+			r.res.Unconfirmed++
+			return
+		}
+		r.pending = append(r.pending, pendingFinding{k: k, kind: kind, seen: now})
 		return
 	}
-	r.pending = append(r.pending, pendingFinding{k: k, kind: kind, seen: r.now()})
+	id := heldID{k, kind}
+	first, seen := r.prior[id]
+	if !seen {
+		first = now
+	}
+	confirmed := seen && now.Sub(first) >= r.p.job.Grace
+	if confirmed {
+		r.record(k, kind, o)
+	}
+	// A reported finding stays held with its first sighting, so that the
+	// next run reports it again at once rather than seeing it anew.
+	if len(r.held) >= maxPending {
+		if !confirmed {
+			r.res.Unconfirmed++
+		}
+		return
+	}
+	if r.held == nil {
+		r.held = map[heldID]time.Time{}
+	}
+	r.held[id] = first
+	if !confirmed {
+		r.res.Held++
+	}
+}
+
+// nextHeld is what the job holds after a completed run: what this run
+// held, and, unless it swept every key, what earlier runs held that it
+// did not look at again, up to maxPending.
+func (r *runner) nextHeld() map[heldID]time.Time {
+	next := r.held
+	if next == nil {
+		next = map[heldID]time.Time{}
+	}
+	if r.w.full {
+		return next
+	}
+	for id, t := range r.prior {
+		if _, ok := next[id]; !ok && len(next) < maxPending {
+			next[id] = t
+		}
+	}
+	return next
 }
 
 // wait returns once d has passed, or ctx ended.

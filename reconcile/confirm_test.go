@@ -142,3 +142,42 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("running %v after the run, want 0", d)
 	}
 }
+
+// TestHeldAcrossRuns: scheduled runs hold a finding no column dates and
+// report it from the first run grace or more after its first sighting;
+// one the pipeline repaired in the meantime is never reported and is
+// forgotten.
+func TestHeldAcrossRuns(t *testing.T) {
+	p := newPair(t, "bigint")
+	for i := 1; i <= 10; i++ {
+		p.add(t, i, 1, old, "PUBLISHED", 1)
+	}
+	p.a.Exec(t, `DELETE FROM messages WHERE id IN (4, 7)`) // deleted a moment ago
+	s := scheduler(t, p.yaml(""), nil)
+	js := s.jobs["search_index"]
+	js.confirmInRun = false
+	ctx := context.Background()
+	run := func(step string, want []string, held int64) {
+		t.Helper()
+		res, err := s.Run(ctx, "search_index", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameLines(t, step, found(res), want)
+		if res.Held != held {
+			t.Errorf("%s: %d held, want %d", step, res.Held, held)
+		}
+	}
+	run("first sighting", nil, 2)
+	js.skew += time.Minute
+	run("within grace of it", nil, 2)
+	// The deletion of 7 reaches the target.
+	p.b.Exec(t, `DELETE FROM search_index WHERE message_id = 7`)
+	js.skew += time.Minute
+	run("grace after it", []string{"orphan_target 4"}, 0)
+	if len(js.held) != 1 {
+		t.Errorf("held after the full sweep: %v, want 4 alone", js.held)
+	}
+	// Reported once, it is reported by every run while it persists.
+	run("the next run", []string{"orphan_target 4"}, 0)
+}

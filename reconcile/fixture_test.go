@@ -157,8 +157,10 @@ func scheduler(t *testing.T, yml string, logs *logBuffer, opts ...Option) *Sched
 	t.Cleanup(s.Stop)
 	for _, js := range s.jobs {
 		js.initRows, js.minRows, js.maxRows, js.leafRows = 7, 3, 11, 2
-		// Findings no column dates are confirmed after grace (2m here):
-		// the run's clock skips the wait (confirm_test.go waits for real).
+		// Findings no column dates are confirmed after grace (2m here)
+		// within the run, whose clock skips the wait (confirm_test.go
+		// waits for real, and tests holding them across runs).
+		js.confirmInRun = true
 		js.hooks.skipWaits = true
 	}
 	return s

@@ -220,6 +220,7 @@ func oracleScheduler(t *testing.T, c *ocase, a, b *pgtest.DB) (*Scheduler, func(
 		}
 		// The data do not change during the run: confirming an undated
 		// finding after grace reads what the first look read.
+		js.confirmInRun = true
 		js.hooks.skipWaits = true
 	}
 	return s, func() { s.Stop(); closeAll() }

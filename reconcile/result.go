@@ -59,9 +59,13 @@ type Result struct {
 	Findings []Finding `json:"findings"`
 	// Truncated is true when some kind had more gaps than max_findings.
 	Truncated bool `json:"truncated"`
-	// Unconfirmed counts gaps no column dates that were seen but not held
-	// for confirmation after grace, beyond the 100,000 a run holds; they
-	// are not in Gaps.
+	// Held counts gaps no column dates (a deleted authority row's target
+	// row, a target gap of an undated publication) seen for the first
+	// time, or again within grace of the first sighting: a later run
+	// reports each that persists. They are not in Gaps.
+	Held int64 `json:"held"`
+	// Unconfirmed counts such gaps beyond the 100,000 a job holds: not
+	// held, not in Gaps.
 	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 	// Error says why the run failed; empty when it completed.
 	Error string `json:"error,omitempty"`
@@ -146,8 +150,11 @@ func Print(w io.Writer, r *Result, format string) error {
 				optVersion(f.TargetVersion, f.TargetVersionNull)+rowsNote(f.TargetRows), orDash(f.OutboxState))
 		}
 	}
+	if r.Held > 0 {
+		fmt.Fprintf(tw, "(%d findings no column dates are held: a run grace or more later reports those that persist)\n", r.Held)
+	}
 	if r.Unconfirmed > 0 {
-		fmt.Fprintf(tw, "(%d more undated findings were not held for confirmation after grace)\n", r.Unconfirmed)
+		fmt.Fprintf(tw, "(%d more such findings were not held: over 100,000)\n", r.Unconfirmed)
 	}
 	if r.Truncated {
 		fmt.Fprintf(tw, "(findings capped at max_findings per kind; the counts above are complete)\n")

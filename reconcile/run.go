@@ -75,9 +75,12 @@ type runner struct {
 	stream bool
 	// summaries is true when the key types allow range summaries.
 	summaries bool
-	// pending are findings no column dates, held until they have
-	// persisted for grace (confirm.go).
-	pending []pendingFinding
+	// confirmInRun makes the run confirm findings no column dates itself,
+	// after grace, in pending; otherwise they are held across runs: prior
+	// is what earlier runs held, held what this one holds (confirm.go).
+	confirmInRun bool
+	pending      []pendingFinding
+	prior, held  map[heldID]time.Time
 	// skew is added to the clock by hooks.skipWaits.
 	skew time.Duration
 	// logger says when a run waits to confirm findings.

@@ -69,6 +69,13 @@ type jobState struct {
 	mu     sync.Mutex
 	last   *Result // the last run, completed or failed
 	lastOK *Result // the last completed run
+	// held are the findings no column dates, by when they were first
+	// seen, kept from one completed run to the next (confirm.go).
+	held map[heldID]time.Time
+	// confirmInRun makes each run confirm such findings itself.
+	confirmInRun bool
+	// skew shifts the clock runs measure held findings by; tests advance it.
+	skew time.Duration
 
 	// Chunk sizing and a test hook, fixed at construction; tests lower them.
 	minRows, maxRows, initRows int
@@ -90,6 +97,19 @@ func StreamRuns() Option {
 	return func(s *Scheduler) {
 		for _, js := range s.jobs {
 			js.stream = true
+		}
+	}
+}
+
+// ConfirmInRun makes each run confirm the findings no column dates by
+// itself: it waits until grace has passed since it saw each and reads it
+// again, instead of reporting it from a later run. For one-off runs (the
+// reconcile command), which have no later run; such a run lasts at least
+// grace when it holds any.
+func ConfirmInRun() Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.confirmInRun = true
 		}
 	}
 }
@@ -224,6 +244,9 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		leafRows:  js.leafRows,
 		logger:    s.logger,
 	}
+	js.mu.Lock()
+	r.prior, r.confirmInRun, r.skew = js.held, js.confirmInRun, js.skew
+	js.mu.Unlock()
 
 	if r.chunkTime <= 0 {
 		r.chunkTime = config.DefaultChunkTime
@@ -245,6 +268,7 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 	js.last = res
 	if err == nil {
 		js.lastOK = res
+		js.held = r.nextHeld()
 	}
 	js.mu.Unlock()
 	return res, err
