@@ -32,8 +32,14 @@ type pendingFinding struct {
 	seen time.Time
 }
 
-// now is the run's clock: the wall clock, advanced by skipped waits.
-func (r *runner) now() time.Time { return time.Now().Add(r.skew) }
+// now is the run's clock: the wall clock (or HeldClock's), advanced by
+// skipped waits.
+func (r *runner) now() time.Time {
+	if r.clock != nil {
+		return r.clock().Add(r.skew)
+	}
+	return time.Now().Add(r.skew)
+}
 
 // hold keeps a finding no column dates until it has persisted for grace,
 // or records it if an earlier run saw it grace or more ago.

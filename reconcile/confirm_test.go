@@ -156,6 +156,8 @@ func TestHeldAcrossRuns(t *testing.T) {
 	s := scheduler(t, p.yaml(""), nil)
 	js := s.jobs["search_index"]
 	js.confirmInRun = false
+	var skew time.Duration
+	js.clock = func() time.Time { return time.Now().Add(skew) }
 	ctx := context.Background()
 	run := func(step string, want []string, held int64) {
 		t.Helper()
@@ -169,11 +171,11 @@ func TestHeldAcrossRuns(t *testing.T) {
 		}
 	}
 	run("first sighting", nil, 2)
-	js.skew += time.Minute
+	skew += time.Minute
 	run("within grace of it", nil, 2)
 	// The deletion of 7 reaches the target.
 	p.b.Exec(t, `DELETE FROM search_index WHERE message_id = 7`)
-	js.skew += time.Minute
+	skew += time.Minute
 	run("grace after it", []string{"orphan_target 4"}, 0)
 	if len(js.held) != 1 {
 		t.Errorf("held after the full sweep: %v, want 4 alone", js.held)

@@ -81,8 +81,10 @@ type runner struct {
 	confirmInRun bool
 	pending      []pendingFinding
 	prior, held  map[heldID]time.Time
-	// skew is added to the clock by hooks.skipWaits.
-	skew time.Duration
+	// clock is the held findings' clock (HeldClock), nil for the wall
+	// clock; skew is added to it by hooks.skipWaits.
+	clock func() time.Time
+	skew  time.Duration
 	// logger says when a run waits to confirm findings.
 	logger *slog.Logger
 }

@@ -74,8 +74,9 @@ type jobState struct {
 	held map[heldID]time.Time
 	// confirmInRun makes each run confirm such findings itself.
 	confirmInRun bool
-	// skew shifts the clock runs measure held findings by; tests advance it.
-	skew time.Duration
+	// clock is what runs measure the persistence of held findings by;
+	// nil: the wall clock.
+	clock func() time.Time
 
 	// Chunk sizing and a test hook, fixed at construction; tests lower them.
 	minRows, maxRows, initRows int
@@ -110,6 +111,17 @@ func ConfirmInRun() Option {
 	return func(s *Scheduler) {
 		for _, js := range s.jobs {
 			js.confirmInRun = true
+		}
+	}
+}
+
+// HeldClock sets the clock runs measure the persistence of undated
+// findings by, instead of the wall clock: for simulations and benchmarks,
+// which stand for runs grace apart without waiting for grace.
+func HeldClock(now func() time.Time) Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.clock = now
 		}
 	}
 }
@@ -245,7 +257,7 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		logger:    s.logger,
 	}
 	js.mu.Lock()
-	r.prior, r.confirmInRun, r.skew = js.held, js.confirmInRun, js.skew
+	r.prior, r.confirmInRun, r.clock = js.held, js.confirmInRun, js.clock
 	js.mu.Unlock()
 
 	if r.chunkTime <= 0 {
