@@ -5,10 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,7 +70,22 @@ func runOracle(t *testing.T, a, b *pgtest.DB, c *ocase) {
 	ctx := context.Background()
 	s, closePools := oracleScheduler(t, c, a, b)
 	defer closePools()
+	var stop func() int
+	if c.writer {
+		w := startOracleWriter(t, c, a, b)
+		seen := 0
+		// Between the sides of every range, the run waits for two more
+		// of the writer's pipelines: a condition, not a time.
+		s.jobs["j"].hooks.betweenSides = func(int) {
+			seen += 2
+			w.waitFor(seen)
+		}
+		stop = w.stop
+	}
 	res, err := s.Run(ctx, "j", c.full)
+	if stop != nil {
+		t.Logf("%d writes during the run", stop())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,4 +328,119 @@ func (c *ocase) oracleQuery() (findings, checked string) {
 	UNION ALL SELECT 'duplicate_target', key, avt FROM c WHERE intg AND n > 1`
 	checked = "SELECT count(*) FILTER (WHERE " + judged + ") FROM messages"
 	return findings, checked
+}
+
+// oracleWriter commits during a run in the order of a real pipeline, on
+// keys of its own: the authority row with its outbox row (pending) in one
+// transaction, then the relay's publish (published now), then the
+// consumer's apply to the target; new keys and updates of them. Its rows
+// are young, so no finding may come of them; the oracle, run after the
+// writer stopped, sees them as they ended.
+type oracleWriter struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	writes int
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startOracleWriter(t *testing.T, c *ocase, a, b *pgtest.DB) *oracleWriter {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &oracleWriter{cancel: cancel, done: make(chan struct{})}
+	w.cond = sync.NewCond(&w.mu)
+	r := rand.New(rand.NewPCG(c.seed, 0x3717e))
+	taken := map[string]bool{}
+	for _, m := range c.msgs {
+		taken[m.k] = true
+	}
+	for _, x := range c.targets {
+		taken[x.k] = true
+	}
+	var own []string
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			var k string
+			if len(own) > 0 && chance(r, 0.5) {
+				k = own[r.IntN(len(own))]
+			} else {
+				k = genKeys(r, c, 1)[0]
+				if taken[k] {
+					continue
+				}
+				taken[k] = true
+				own = append(own, k)
+			}
+			err := oracleWrite(ctx, c, a, b, k)
+			w.mu.Lock()
+			if err != nil && ctx.Err() == nil && w.err == nil {
+				w.err = err
+			}
+			w.writes++
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		if w.err != nil {
+			t.Errorf("writer: %v", w.err)
+		}
+	})
+	return w
+}
+
+// oracleWrite takes one key through the pipeline: commit, publish,
+// consume and apply.
+func oracleWrite(ctx context.Context, c *ocase, a, b *pgtest.DB, k string) error {
+	var v int64
+	err := a.Admin.QueryRow(ctx, fmt.Sprintf(`WITH m AS (INSERT INTO messages (id, version, created_at, updated_at) VALUES ($1::%s, 1, now(), now())
+			ON CONFLICT (id) DO UPDATE SET version = messages.version + 1, updated_at = now() RETURNING id, version)
+		, o AS (INSERT INTO outbox (message_id, message_version, status, blocked) SELECT id, version, 'PENDING', false FROM m WHERE %v)
+		SELECT version FROM m`, c.aType, c.style != "none"), k).Scan(&v)
+	if err != nil {
+		return err
+	}
+	if c.style != "none" {
+		if _, err := a.Admin.Exec(ctx, fmt.Sprintf(`UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE message_id = $1::%s AND message_version = $2`, c.aType), k, v); err != nil {
+			return err
+		}
+	}
+	for _, db := range []struct {
+		d     *pgtest.DB
+		table string
+	}{{b, "search_index"}, {a, "oracle_target"}} {
+		// The target table has no unique key: replace the key's row.
+		if _, err := db.d.Admin.Exec(ctx, fmt.Sprintf(`WITH d AS (DELETE FROM %s WHERE message_id = $1::%s) INSERT INTO %s VALUES ($1::%s, $2)`, db.table, c.tType, db.table, c.tType), k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitFor blocks until the writer has completed n writes, failed, or a
+// minute has passed.
+func (w *oracleWriter) waitFor(n int) {
+	deadline := time.AfterFunc(time.Minute, func() {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = context.DeadlineExceeded
+		}
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer deadline.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.writes < n && w.err == nil {
+		w.cond.Wait()
+	}
+}
+
+// stop ends the writer after its write in progress and says how many it
+// made.
+func (w *oracleWriter) stop() int {
+	w.cancel()
+	<-w.done
+	return w.writes
 }

@@ -26,6 +26,10 @@ type ocase struct {
 	updatedAt  bool
 	full       bool
 	production bool // production chunk and bucket sizes, else tiny ones
+	// writer: a writer commits during the run in pipeline order (commit,
+	// publish, consume, apply) on keys of its own; only where publication
+	// or change is dated, since its rows are then young and not judged.
+	writer bool
 	stream     bool
 
 	msgs    []omsg
@@ -99,6 +103,8 @@ func genCase(seed uint64) *ocase {
 	c.full = c.aType != c.tType || chance(r, 0.7)
 	c.production = chance(r, 0.3)
 	c.stream = chance(r, 0.2)
+	c.writer = c.full && c.target && c.aType == c.tType && c.aType != "integer" &&
+		(c.style == "status-dated" || c.style == "timestamps" || c.style == "none" && c.updatedAt) && chance(r, 0.5)
 	n := 20 + r.IntN(180)
 	if c.production && chance(r, 0.5) {
 		n = 1500 + r.IntN(1500)
@@ -353,6 +359,6 @@ func (c *ocase) addOrphan(r *rand.Rand) {
 }
 
 func (c *ocase) String() string {
-	return fmt.Sprintf("seed %d: keys %s/%s %s, outbox %s (keep old %v, filter %v), target %v, updated_at %v, full %v, production %v, stream %v, %d rows, %d outbox rows, %d target rows",
-		c.seed, c.aType, c.tType, c.dist, c.style, c.keepOld, c.filter, c.target, c.updatedAt, c.full, c.production, c.stream, len(c.msgs), len(c.outbox), len(c.targets))
+	return fmt.Sprintf("seed %d: keys %s/%s %s, outbox %s (keep old %v, filter %v), target %v, updated_at %v, full %v, production %v, stream %v, writer %v, %d rows, %d outbox rows, %d target rows",
+		c.seed, c.aType, c.tType, c.dist, c.style, c.keepOld, c.filter, c.target, c.updatedAt, c.full, c.production, c.stream, c.writer, len(c.msgs), len(c.outbox), len(c.targets))
 }
