@@ -30,7 +30,7 @@ type ocase struct {
 	// publish, consume, apply) on keys of its own; only where publication
 	// or change is dated, since its rows are then young and not judged.
 	writer bool
-	stream     bool
+	stream bool
 
 	msgs    []omsg
 	outbox  []orow
