@@ -7,6 +7,8 @@ search_index (message_id, version). Run it in a virtualenv where
 `pip install data-diff` worked (bench/reconcile.md says how it ran):
 
     python bench/reconcilebench/datadiff.py [authority-url target-url]
+
+(data-diff wants a password in the URL; with trust auth any will do.)
 """
 import collections
 import resource
@@ -15,8 +17,8 @@ import time
 
 from data_diff import connect_to_table, diff_tables
 
-a = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/reconcile_bench_a"
-b = sys.argv[2] if len(sys.argv) > 2 else "postgresql://postgres@127.0.0.1:5432/reconcile_bench_b"
+a = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres:trust@127.0.0.1:5432/reconcile_bench_a"
+b = sys.argv[2] if len(sys.argv) > 2 else "postgresql://postgres:trust@127.0.0.1:5432/reconcile_bench_b"
 t1 = connect_to_table(a, "messages", "id", extra_columns=("version",))
 t2 = connect_to_table(b, "search_index", "message_id", extra_columns=("version",))
 start = time.monotonic()
