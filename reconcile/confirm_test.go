@@ -121,7 +121,11 @@ func TestTimeout(t *testing.T) {
 	// The run can end only by its timeout: it waits for its context.
 	s.jobs["search_index"].hooks.stall = func(ctx context.Context) {
 		close(stalled)
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+			t.Error("the run's context did not end at its timeout")
+		}
 	}
 	done := make(chan error, 1)
 	var res *Result
