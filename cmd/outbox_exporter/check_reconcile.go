@@ -211,7 +211,7 @@ func checkReconcile(ctx context.Context, w io.Writer, cfg *config.Config, pools 
 			}
 			for _, cols := range n.indexes {
 				var exists bool
-				if err := pool.QueryRow(ctx, hasLeadingIndex, pg.Table(n.table), cols, []string{}).Scan(&exists); err != nil {
+				if err := hasIndex(ctx, pool, n.table, cols, []string{}, &exists); err != nil {
 					problems = append(problems, fmt.Sprintf("%s table %s: look up indexes: %v", n.side, n.table, err))
 					continue
 				}
@@ -266,7 +266,7 @@ func coverHint(ctx context.Context, pool *pgxpool.Pool, n reconcileNeed) string 
 	}
 	var covered bool
 	lead := n.indexes[0]
-	if err := pool.QueryRow(ctx, hasLeadingIndex, pg.Table(n.table), lead, n.covers).Scan(&covered); err != nil || covered {
+	if err := hasIndex(ctx, pool, n.table, lead, n.covers, &covered); err != nil || covered {
 		return ""
 	}
 	include := n.covers[len(lead):]
@@ -294,4 +294,11 @@ func readColumns(ctx context.Context, pool *pgxpool.Pool, table string) (map[str
 		return rows.Err()
 	})
 	return have, err
+}
+
+// hasIndex runs hasLeadingIndex in a read-only transaction.
+func hasIndex(ctx context.Context, pool *pgxpool.Pool, table string, lead, holds []string, exists *bool) error {
+	return pg.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, hasLeadingIndex, pg.Table(table), lead, holds).Scan(exists)
+	})
 }
