@@ -17,10 +17,13 @@ const (
 	// OrphanTarget: a target row whose key the authority does not have, or
 	// whose version is ahead of the authority's.
 	OrphanTarget Kind = "orphan_target"
+	// DuplicateTarget: more than one target row for one key. The other
+	// kinds judge such a key by its highest target version.
+	DuplicateTarget Kind = "duplicate_target"
 )
 
 // Kinds lists every kind, in report order.
-var Kinds = []Kind{MissingOutbox, MissingTarget, StaleTarget, OrphanTarget}
+var Kinds = []Kind{MissingOutbox, MissingTarget, StaleTarget, OrphanTarget, DuplicateTarget}
 
 // OutboxState is what the outbox says about the event of an authority
 // row's current version.
@@ -61,17 +64,20 @@ func (s OutboxState) String() string {
 type Observation struct {
 	// InAuthority is false when the authority has no row for the key.
 	InAuthority bool
-	// Version is the authority's current version.
-	Version int64
+	// Version is the authority's current version; VersionNull says it is
+	// NULL, a value of its own that sorts before every integer.
+	Version     int64
+	VersionNull bool
 	// Judged is true when the authority row is old enough (created before
 	// now - grace) and, for a windowed run, created within the window.
 	Judged bool
 
 	// Outbox is the state of the outbox row for (key, Version).
 	Outbox OutboxState
-	// OutboxJudged is true when that outbox row was created before
-	// now - grace: the event of a version written within grace is not
-	// judged against the target yet. Ignored when the row is absent.
+	// OutboxJudged is false when the event was published within grace
+	// (by the outbox's published_at): the target has not had grace to
+	// apply it yet. Where no column dates the publication it is true, and
+	// the runner confirms a target gap only if it persists for grace.
 	OutboxJudged bool
 	// DeleteOnPublish is true when the outbox deletes rows on publish: an
 	// absent row then means published, and missing_outbox cannot be told
@@ -82,14 +88,46 @@ type Observation struct {
 	HasTarget bool
 	// InTarget is false when the target has no row for the key.
 	InTarget bool
-	// TargetVersion is the target's version.
-	TargetVersion int64
+	// TargetVersion is the target's version (the highest, for a key held
+	// more than once); TargetVersionNull says it is NULL.
+	TargetVersion     int64
+	TargetVersionNull bool
+	// TargetRows is how many target rows hold the key.
+	TargetRows int
+}
+
+// compareVersions orders versions with NULL before every integer: a NULL
+// target version is behind any authority version, and a target version
+// ahead of a NULL authority version is an orphan.
+func compareVersions(a int64, aNull bool, b int64, bNull bool) int {
+	switch {
+	case aNull && bNull:
+		return 0
+	case aNull:
+		return -1
+	case bNull:
+		return 1
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // Classify returns the gaps one key shows, in Kinds order: none, one, or
 // missing_outbox together with orphan_target (an outbox row lost for a
-// version the target is already ahead of).
+// version the target is already ahead of), and duplicate_target for a key
+// the target holds more than once.
 func Classify(o Observation) []Kind {
+	kinds := classify(o)
+	if o.HasTarget && o.InTarget && o.TargetRows > 1 {
+		kinds = append(kinds, DuplicateTarget)
+	}
+	return kinds
+}
+
+func classify(o Observation) []Kind {
 	var kinds []Kind
 	if !o.InAuthority {
 		if o.HasTarget && o.InTarget {
@@ -117,13 +155,14 @@ func Classify(o Observation) []Kind {
 	if !o.HasTarget {
 		return kinds
 	}
+	c := compareVersions(o.TargetVersion, o.TargetVersionNull, o.Version, o.VersionNull)
 	switch {
-	case o.InTarget && o.TargetVersion > o.Version:
+	case o.InTarget && c > 0:
 		kinds = append(kinds, OrphanTarget)
 	case !published:
 	case !o.InTarget:
 		kinds = append(kinds, MissingTarget)
-	case o.TargetVersion < o.Version:
+	case c < 0:
 		kinds = append(kinds, StaleTarget)
 	}
 	return kinds

@@ -94,25 +94,3 @@ func TestResize(t *testing.T) {
 		t.Errorf("after many fast chunks: %d rows, want the 100000 cap", r.chunkRows)
 	}
 }
-
-func TestUnpack(t *testing.T) {
-	for _, c := range []struct {
-		v      int64
-		judged bool
-		st     OutboxState
-		obj    bool
-	}{{0, false, OutboxNone, false}, {7, true, OutboxDead, true}, {-3, true, OutboxAbsent, false}, {1 << 57, false, OutboxPublished, true}} {
-		n := c.v * 32
-		if c.judged {
-			n += 16
-		}
-		n += int64(c.st) * 2
-		if c.obj {
-			n++
-		}
-		v, j, st, obj := unpack(n)
-		if v != c.v || j != c.judged || st != c.st || obj != c.obj {
-			t.Errorf("unpack(%d) = %d %v %v %v, want %+v", n, v, j, st, obj, c)
-		}
-	}
-}

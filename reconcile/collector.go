@@ -11,7 +11,7 @@ import (
 
 var (
 	gapsDesc = prometheus.NewDesc("outbox_reconcile_gaps",
-		"Gaps found by the last completed reconcile run, by kind: missing_outbox (committed row without outbox row), missing_target (published event not in the target), stale_target (target behind the authority), orphan_target (target row the authority lacks or is behind).",
+		"Gaps found by the last completed reconcile run, by kind: missing_outbox (committed row without outbox row), missing_target (published event not in the target), stale_target (target behind the authority), orphan_target (target row the authority lacks or is behind), duplicate_target (a key the target holds more than once).",
 		[]string{"reconcile", "kind"}, nil)
 	rowsCheckedDesc = prometheus.NewDesc("outbox_reconcile_rows_checked",
 		"Authority rows judged by the last completed reconcile run.",
@@ -21,6 +21,9 @@ var (
 		[]string{"reconcile"}, nil)
 	runDurationDesc = prometheus.NewDesc("outbox_reconcile_duration_seconds",
 		"Length of the last reconcile run, completed or failed.",
+		[]string{"reconcile"}, nil)
+	runningDesc = prometheus.NewDesc("outbox_reconcile_running_seconds",
+		"How long the reconcile run in progress has been running; 0 when none is.",
 		[]string{"reconcile"}, nil)
 )
 
@@ -59,11 +62,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rowsCheckedDesc
 	ch <- lastSuccessDesc
 	ch <- runDurationDesc
+	ch <- runningDesc
 }
 
 // Update implements collectors.Collector.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	last, ok := c.s.state(c.job)
+	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, c.s.running(c.job).Seconds(), c.job)
 	if ok != nil {
 		for _, k := range Kinds {
 			ch <- prometheus.MustNewConstMetric(gapsDesc, prometheus.GaugeValue, float64(ok.Gaps[k]), c.job, string(k))

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,52 +69,128 @@ func TestWritesBetweenSides(t *testing.T) {
 	}
 }
 
-// TestConcurrentWriter runs a writer beside a slowed sweep: it updates and
-// inserts messages in an order that never leaves a real gap (authority and
-// outbox pending, then target, then published), so any gap reported would
-// come from the chunks' different snapshots.
+// TestConcurrentWriter runs a writer beside a sweep, in the order of a
+// real pipeline: the authority row and its outbox row commit together
+// (pending), the relay marks the row published, the consumer applies it
+// to the target; deletions go the same way (the authority row and its
+// outbox rows, then the target row). Such writes never leave a real gap,
+// so any gap reported would come from the ranges' different snapshots.
+// Between the two sides of every range read the run waits until the
+// writer has completed more writes: a condition, never a time.
 func TestConcurrentWriter(t *testing.T) {
-	// uuid keys are streamed; bigint keys' full sweeps compare range
-	// summaries first.
-	for _, keyType := range []string{"uuid", "bigint"} {
-		t.Run(keyType, func(t *testing.T) { concurrentWriter(t, keyType) })
+	// uuid keys are streamed here; bigint keys' full sweeps compare
+	// range summaries first.
+	for _, c := range []struct {
+		keyType string
+		opts    []Option
+	}{{"uuid", []Option{StreamRuns()}}, {"bigint", nil}, {"text", nil}} {
+		t.Run(c.keyType, func(t *testing.T) { concurrentWriter(t, c.keyType, c.opts) })
 	}
 }
 
-func concurrentWriter(t *testing.T, keyType string) {
+// pipelineWriter writes in pipeline order until stopped, counting the
+// writes it completed.
+type pipelineWriter struct {
+	p      *pair
+	mu     sync.Mutex
+	cond   *sync.Cond
+	writes int
+	err    error
+}
+
+func (w *pipelineWriter) step(t *testing.T, r *rand.Rand, next *int) error {
+	ctx := context.Background()
+	a, b := w.p.a.Admin, w.p.b.Admin
+	i := 10 * (1 + r.IntN(60))
+	switch r.IntN(5) {
+	case 0: // a new message between the existing keys
+		*next++
+		i = 10*(*next%60) + 5
+		if _, err := a.Exec(ctx, `WITH m AS (INSERT INTO messages (id, version, created_at) VALUES (k($1), 1, now() - interval '1 day') ON CONFLICT DO NOTHING RETURNING id, version, created_at)
+			INSERT INTO outbox (message_id, message_version, created_at, status) SELECT id, version, created_at, 'PENDING' FROM m`, i); err != nil {
+			return err
+		}
+	case 1: // a deletion: authority first, the target when it is applied
+		if _, err := a.Exec(ctx, `WITH d AS (DELETE FROM messages WHERE id = k($1) RETURNING id) DELETE FROM outbox USING d WHERE message_id = d.id`, i+5); err != nil {
+			return err
+		}
+		_, err := b.Exec(ctx, `DELETE FROM search_index WHERE message_id = k($1)`, i+5)
+		return err
+	default: // an update
+		if _, err := a.Exec(ctx, `WITH m AS (UPDATE messages SET version = version + 1 WHERE id = k($1) RETURNING id, version, created_at)
+			INSERT INTO outbox (message_id, message_version, created_at, status) SELECT id, version, created_at, 'PENDING' FROM m`, i); err != nil {
+			return err
+		}
+	}
+	// Publish: the relay marks the row sent, now.
+	if _, err := a.Exec(ctx, `UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE message_id = k($1) AND status = 'PENDING'`, i); err != nil {
+		return err
+	}
+	// Consume and apply: the target takes the version the event carries.
+	var v int64
+	if err := a.QueryRow(ctx, `SELECT coalesce(max(message_version), 0) FROM outbox WHERE message_id = k($1)`, i).Scan(&v); err != nil {
+		return err
+	}
+	if v == 0 {
+		return nil
+	}
+	_, err := b.Exec(ctx, `INSERT INTO search_index VALUES (k($1), $2) ON CONFLICT (message_id) DO UPDATE SET version = excluded.version`, i, v)
+	return err
+}
+
+// waitFor blocks until the writer has completed n writes in all, or failed.
+func (w *pipelineWriter) waitFor(t *testing.T, n int) {
+	deadline := time.AfterFunc(time.Minute, func() {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = context.DeadlineExceeded
+		}
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer deadline.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.writes < n && w.err == nil {
+		w.cond.Wait()
+	}
+}
+
+func concurrentWriter(t *testing.T, keyType string, opts []Option) {
 	p := newPair(t, keyType)
 	for i := 1; i <= 60; i++ {
-		p.add(t, i, 1, old, "PUBLISHED", 1)
+		p.add(t, 10*i, 1, old, "PUBLISHED", 1)
 	}
-	s := scheduler(t, p.yaml(""), nil)
-	// Reading the sides one after the other with a pause between lets the
-	// writer's commits fall between them.
-	s.jobs["search_index"].hooks.betweenSides = func(int) { time.Sleep(30 * time.Millisecond) }
-
+	// chunk_time far above any chunk's time: chunks then double each step
+	// (up to the test's cap) whatever the machine's speed, so the run has
+	// the same number of chunks everywhere.
+	s := scheduler(t, strings.Replace(p.yaml(""), "grace: 2m", "grace: 2m\n    chunk_time: 1h", 1), nil, opts...)
+	w := &pipelineWriter{p: p}
+	w.cond = sync.NewCond(&w.mu)
+	seen := 0
+	s.jobs["search_index"].hooks.betweenSides = func(int) {
+		seen += 3
+		w.waitFor(t, seen)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	writes := 0
 	go func() {
 		defer wg.Done()
-		next := 1000
+		r := rand.New(rand.NewPCG(1, 2))
+		next := 0
 		for ctx.Err() == nil {
-			i := 1 + rand.IntN(60)
-			if rand.IntN(4) == 0 {
-				i, next = next, next+1
-				p.a.Exec(t, `INSERT INTO messages (id, version, created_at) VALUES (k($1), 0, now() - interval '1 day')`, i)
-				p.b.Exec(t, `INSERT INTO search_index VALUES (k($1), 0)`, i)
+			err := w.step(t, r, &next)
+			w.mu.Lock()
+			if err != nil && w.err == nil {
+				w.err = err
 			}
-			var ob int64
-			err := p.a.Admin.QueryRow(context.Background(), `WITH m AS (UPDATE messages SET version = version + 1 WHERE id = k($1) RETURNING id, version, created_at)
-				INSERT INTO outbox (message_id, message_version, created_at, status) SELECT id, version, created_at, 'PENDING' FROM m RETURNING event_id`, i).Scan(&ob)
+			w.writes++
+			w.cond.Broadcast()
+			w.mu.Unlock()
 			if err != nil {
-				t.Error(err)
 				return
 			}
-			p.b.Exec(t, `UPDATE search_index SET version = version + 1 WHERE message_id = k($1)`, i)
-			p.a.Exec(t, `UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE event_id = $1`, ob)
-			writes++
 		}
 	}()
 	res, err := s.Run(context.Background(), "search_index", true)
@@ -122,11 +199,14 @@ func concurrentWriter(t *testing.T, keyType string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if w.err != nil && w.err != context.Canceled {
+		t.Fatalf("writer: %v", w.err)
+	}
 	if res.TotalGaps() != 0 {
 		t.Errorf("concurrent writes were reported as gaps: %v %v", res.Gaps, found(res))
 	}
-	if writes < 10 || res.Chunks < 5 {
-		t.Errorf("%d writes over %d chunks: too few to test anything", writes, res.Chunks)
+	if w.writes < seen || res.Chunks < 5 {
+		t.Errorf("%d writes over %d chunks (%d waited for): too few to test anything", w.writes, res.Chunks, seen)
 	}
-	t.Logf("%d writes during a run of %d chunks, %d keys re-checked", writes, res.Chunks, res.Rechecked)
+	t.Logf("%d writes during a run of %d chunks, %d keys re-checked", w.writes, res.Chunks, res.Rechecked)
 }

@@ -144,3 +144,141 @@ func decodeBool(fd pgconn.FieldDescription, raw []byte) bool {
 	}
 	return raw[0] == 't'
 }
+
+// ver is a version value; NULL is a value of its own (compareVersions).
+type ver struct {
+	n    int64
+	null bool
+}
+
+// decodeVersion reads a version column: an integer of any width, or NULL.
+func decodeVersion(fd pgconn.FieldDescription, raw []byte) (ver, error) {
+	if raw == nil {
+		return ver{null: true}, nil
+	}
+	n, err := decodeInt(fd, raw)
+	return ver{n: n}, err
+}
+
+// argFor is the key, carried as from, as a query argument for a column of
+// type to; ok is false when no value of to can equal it (a text key that
+// is not a uuid's canonical text, against a uuid column). Keys of a uuid
+// and a text column are compared as text, the uuid in its canonical
+// lower-case form.
+func (k key) argFor(from, to keyType) (any, bool) {
+	switch {
+	case from == keyInt && to == keyInt:
+		return k.i, true
+	case to == keyUUID && from != keyUUID:
+		return k.s, isCanonicalUUID(k.s)
+	}
+	return k.s, true
+}
+
+// uuidPattern is the canonical text of a uuid: 'x' a lower-case hex digit.
+const uuidPattern = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+
+func isCanonicalUUID(s string) bool {
+	if len(s) != len(uuidPattern) {
+		return false
+	}
+	for i := range len(s) {
+		if !uuidCharOK(i, s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func uuidCharOK(i int, c byte) bool {
+	if uuidPattern[i] == '-' {
+		return c == '-'
+	}
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+}
+
+// uuidChars are the characters allowed at position i, in byte order.
+func uuidChars(i int) string {
+	if uuidPattern[i] == '-' {
+		return "-"
+	}
+	return "0123456789abcdef"
+}
+
+// uuidAbove is the smallest canonical uuid text above s in byte order
+// (at or above when !strict); ok is false when there is none. It maps a
+// bound on text keys to a bound on a uuid column.
+func uuidAbove(s string, strict bool) (string, bool) {
+	m := 0
+	for m < len(s) && m < len(uuidPattern) && uuidCharOK(m, s[m]) {
+		m++
+	}
+	complete := func(prefix string) string {
+		b := []byte(prefix)
+		for i := len(b); i < len(uuidPattern); i++ {
+			b = append(b, uuidChars(i)[0])
+		}
+		return string(b)
+	}
+	switch {
+	case m == len(s) && m == len(uuidPattern):
+		if !strict {
+			return s, true
+		}
+	case m == len(s):
+		// s is a proper prefix: its smallest completion is above it.
+		return complete(s), true
+	case m < len(uuidPattern):
+		for _, c := range []byte(uuidChars(m)) {
+			if c > s[m] {
+				return complete(s[:m] + string(c)), true
+			}
+		}
+	}
+	for j := min(m, len(uuidPattern)) - 1; j >= 0; j-- {
+		for _, c := range []byte(uuidChars(j)) {
+			if c > s[j] {
+				return complete(s[:j] + string(c)), true
+			}
+		}
+	}
+	return "", false
+}
+
+// uuidBelow is the largest canonical uuid text at or below s in byte
+// order; ok is false when there is none.
+func uuidBelow(s string) (string, bool) {
+	m := 0
+	for m < len(s) && m < len(uuidPattern) && uuidCharOK(m, s[m]) {
+		m++
+	}
+	complete := func(prefix string) string {
+		b := []byte(prefix)
+		for i := len(b); i < len(uuidPattern); i++ {
+			cs := uuidChars(i)
+			b = append(b, cs[len(cs)-1])
+		}
+		return string(b)
+	}
+	switch {
+	case m == len(uuidPattern):
+		// s is a uuid, or one followed by more bytes: above it either way.
+		return s[:m], true
+	case m < len(s):
+		cs := []byte(uuidChars(m))
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cs[i] < s[m] {
+				return complete(s[:m] + string(cs[i])), true
+			}
+		}
+	}
+	for j := m - 1; j >= 0; j-- {
+		cs := []byte(uuidChars(j))
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cs[i] < s[j] {
+				return complete(s[:j] + string(cs[i])), true
+			}
+		}
+	}
+	return "", false
+}

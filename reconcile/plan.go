@@ -13,7 +13,8 @@ import (
 
 // plan is one job's queries and pools, built once from the configuration.
 // Every identifier is quoted with pg.Table/pg.Ident; only key, version,
-// created_at and outbox state columns are ever selected, never a body.
+// created_at, updated_at and outbox state columns are ever selected, never
+// a body.
 type plan struct {
 	name string
 	job  *config.ReconcileJob
@@ -22,11 +23,16 @@ type plan struct {
 	target    *pgxpool.Pool // nil without a target
 
 	aTable, aKey, aVersion, aCreated string
+	// aUpdated is the authority's updated_at column, "" without one.
+	aUpdated string
 
 	hasOutbox       bool
 	deleteOnPublish bool
-	// outboxRel is the outbox as a subquery yielding k, v, st, created.
+	// outboxRel is the outbox as a subquery yielding k, v, st and pub,
+	// the time of publication (NULL where no column dates it).
 	outboxRel string
+	// pubDated is true when the outbox has a published_at column.
+	pubDated bool
 
 	tTable, tKey, tVersion string
 }
@@ -39,6 +45,9 @@ func newPlan(name string, job *config.ReconcileJob, cfg *config.Config, pools ma
 		aKey:     pg.Ident(job.Authority.Key),
 		aVersion: pg.Ident(job.Authority.Version),
 		aCreated: pg.Ident(job.Authority.CreatedAt),
+	}
+	if job.Authority.UpdatedAt != "" {
+		p.aUpdated = pg.Ident(job.Authority.UpdatedAt)
 	}
 	var ok bool
 	if p.authority, ok = pools[job.Authority.Database]; !ok || p.authority == nil {
@@ -57,12 +66,16 @@ func newPlan(name string, job *config.ReconcileJob, cfg *config.Config, pools ma
 		}
 		p.hasOutbox = true
 		p.deleteOnPublish = ob.Style() == config.StyleDeleteOnPublish
-		where := ""
-		if strings.TrimSpace(ob.Filter) != "" {
-			where = " WHERE (" + ob.Filter + ")"
+		// The outbox's filter limits what the collector counts; a row it
+		// leaves out is still the event of its version, so reconcile reads
+		// every row: applying the filter here made those versions look as
+		// if their outbox row were missing.
+		pub := "NULL::timestamptz"
+		if ob.PublishedAt != "" {
+			pub, p.pubDated = pg.Ident(ob.PublishedAt), true
 		}
-		p.outboxRel = fmt.Sprintf("(SELECT %s AS k, %s AS v, %s AS st, %s AS created FROM %s%s)",
-			pg.Ident(job.Outbox.Key), pg.Ident(job.Outbox.Version), stateExpr(ob), pg.Ident(ob.CreatedAt), pg.Table(ob.Table), where)
+		p.outboxRel = fmt.Sprintf("(SELECT %s AS k, %s AS v, %s AS st, %s AS pub FROM %s)",
+			pg.Ident(job.Outbox.Key), pg.Ident(job.Outbox.Version), stateExpr(ob), pub, pg.Table(ob.Table))
 	}
 	if job.Target != nil {
 		if p.target, ok = pools[job.Target.Database]; !ok || p.target == nil {
@@ -88,13 +101,6 @@ func stateExpr(ob *config.Outbox) string {
 	})
 }
 
-// bound is one end of a key range.
-type bound struct {
-	set       bool
-	inclusive bool
-	k         key
-}
-
 // args numbers query arguments.
 type args struct{ vals []any }
 
@@ -111,10 +117,10 @@ func rangeCond(col string, lo, hi bound, kt keyType, a *args) string {
 		if lo.inclusive {
 			op = " >= "
 		}
-		c = append(c, col+op+a.add(lo.k.arg(kt)))
+		c = append(c, col+op+a.add(lo.k.arg(kt))+intCast(kt))
 	}
 	if hi.set {
-		c = append(c, col+" <= "+a.add(hi.k.arg(kt)))
+		c = append(c, col+" <= "+a.add(hi.k.arg(kt))+intCast(kt))
 	}
 	if len(c) == 0 {
 		return "true"
@@ -122,31 +128,59 @@ func rangeCond(col string, lo, hi bound, kt keyType, a *args) string {
 	return strings.Join(c, " AND ")
 }
 
-// judgedExpr is true for authority rows old enough to judge and, for a
-// windowed run, created within the window.
-func (p *plan) judgedExpr(w *window, a *args) string {
-	e := "a." + p.aCreated + " < " + a.add(w.cut)
-	if !w.full {
-		e += " AND a." + p.aCreated + " >= " + a.add(w.from)
+// intCast types an integer key argument as bigint: a bound taken from a
+// bigint side may not fit the other side's integer column.
+func intCast(kt keyType) string {
+	if kt == keyInt {
+		return "::int8"
+	}
+	return ""
+}
+
+// judgedExpr is true for authority rows old enough to judge (created,
+// and updated where the authority dates updates, before the cut) and, for
+// a windowed run, created within the window. q prefixes the columns.
+func (p *plan) judgedExpr(q string, cut, from string) string {
+	e := q + p.aCreated + " < " + cut
+	if p.aUpdated != "" {
+		e += " AND (" + q + p.aUpdated + " IS NULL OR " + q + p.aUpdated + " < " + cut + ")"
+	}
+	if from != "" {
+		e += " AND " + q + p.aCreated + " >= " + from
 	}
 	return "(" + e + ")"
 }
 
-// selectList is the authority's select list: the key and one packed
-// integer, version<<5 | judged<<4 | outbox state<<1 | outbox row judged,
-// since every column a row carries costs the server and the client alike
-// on a sweep of millions of rows (see unpack).
+// Publication dates, as selectList's last column gives them.
+const (
+	pubYoung   = 0 // published within grace
+	pubOld     = 1 // published before the cut
+	pubUndated = 2 // no column dates it: confirmed by persistence
+)
+
+// selectList is the authority's select list: key, version, judged and,
+// with an outbox, the state of the outbox row of the version and when it
+// was published (pubYoung, pubOld, pubUndated). Each is a column of its
+// own: the rows read one by one are few, and packing them into one
+// integer tied the SQL to a Go bit layout that large versions overflowed.
 func (p *plan) selectList(w *window, a *args) string {
-	e := "a." + p.aVersion + "::int8 * 32 + CASE WHEN " + p.judgedExpr(w, a) + " THEN 16 ELSE 0 END"
-	if p.hasOutbox {
-		e += fmt.Sprintf(" + coalesce(o.st, %d) * 2 + CASE WHEN o.created < %s THEN 1 ELSE 0 END", int(OutboxAbsent), a.add(w.cut))
+	cut, from := a.add(w.cut), ""
+	if !w.full {
+		from = a.add(w.from)
 	}
-	return "SELECT a." + p.aKey + ", " + e
+	q := "SELECT a." + p.aKey + ", a." + p.aVersion + ", " + p.judgedExpr("a.", cut, from)
+	if p.hasOutbox {
+		q += fmt.Sprintf(", coalesce(o.st, %d), CASE WHEN o.pub IS NULL THEN %d WHEN o.pub < %s THEN %d ELSE %d END",
+			int(OutboxAbsent), pubUndated, cut, pubOld, pubYoung)
+	}
+	return q
 }
 
-// unpack splits selectList's packed integer.
-func unpack(n int64) (version int64, judged bool, st OutboxState, obJudged bool) {
-	return n >> 5, n&16 != 0, OutboxState(n >> 1 & 7), n&1 != 0
+// outboxJoin joins an outbox row to the authority row of its key and
+// version, NULL versions matching each other: a NULL is compared as a
+// value. The key equality is what the merge join runs on.
+func (p *plan) outboxJoin() string {
+	return " LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND (o.v = a." + p.aVersion + " OR (o.v IS NULL AND a." + p.aVersion + " IS NULL))"
 }
 
 // authoritySelect is the select list and joins of the point look-up.
@@ -155,7 +189,7 @@ func (p *plan) authoritySelect(w *window, a *args) string {
 	if !p.hasOutbox {
 		return q + " FROM " + p.aTable + " a"
 	}
-	return q + " FROM " + p.aTable + " a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion
+	return q + " FROM " + p.aTable + " a" + p.outboxJoin()
 }
 
 // chunkQuery reads the next n authority keys after lo (up to limit),
@@ -165,14 +199,17 @@ func (p *plan) authoritySelect(w *window, a *args) string {
 // authority rows does.
 func (p *plan) chunkQuery(w *window, lo, limit bound, n int, kt keyType) (string, []any) {
 	a := &args{}
-	page := "SELECT " + p.aKey + ", " + p.aVersion + ", " + p.aCreated + " FROM " + p.aTable +
+	cols := p.aKey + ", " + p.aVersion + ", " + p.aCreated
+	if p.aUpdated != "" {
+		cols += ", " + p.aUpdated
+	}
+	page := "SELECT " + cols + " FROM " + p.aTable +
 		" WHERE " + rangeCond(p.aKey, lo, limit, kt, a) + " ORDER BY " + p.aKey + " LIMIT " + a.add(n)
 	q := p.selectList(w, a)
 	if !p.hasOutbox {
 		return q + " FROM (" + page + ") a ORDER BY a." + p.aKey, a.vals
 	}
-	q += " FROM (" + page + ") a LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion +
-		" AND " + rangeCond("o.k", lo, limit, kt, a) + " ORDER BY a." + p.aKey
+	q += " FROM (" + page + ") a" + p.outboxJoin() + " AND " + rangeCond("o.k", lo, limit, kt, a) + " ORDER BY a." + p.aKey
 	return q, a.vals
 }
 
@@ -202,26 +239,48 @@ func (p *plan) targetChunkQuery(lo, hi bound, kt keyType) (string, []any) {
 func (p *plan) authorityLookup(w *window, keys any) (string, []any) {
 	a := &args{}
 	q := p.authoritySelect(w, a)
-	q += " WHERE a." + p.aKey + " = ANY(" + a.add(keys) + ")"
+	cast := ""
+	if _, ok := keys.([]int64); ok {
+		cast = "::int8[]"
+	}
+	q += " WHERE a." + p.aKey + " = ANY(" + a.add(keys) + cast + ")"
 	return q, a.vals
 }
 
 func (p *plan) targetLookup(keys any) (string, []any) {
-	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1)", []any{keys}
+	cast := ""
+	if _, ok := keys.([]int64); ok {
+		cast = "::int8[]"
+	}
+	return "SELECT " + p.tKey + ", " + p.tVersion + " FROM " + p.tTable + " WHERE " + p.tKey + " = ANY($1" + cast + ")", []any{keys}
 }
 
-// hashSum is the sum of the 64-bit hash of (key, version) over a
-// summary's rows, as text (a numeric: it does not fit an int8), 0 for
-// none: hashint8extended(key, version) for integer keys,
-// uuid_hash_extended(key, version) for uuid keys. The hash functions
-// behind hash partitioning are stable across platforms and releases, so
-// two servers' sums of the same rows agree.
-func hashSum(kt keyType, k, v string) string {
-	h := "hashint8extended(" + k + "::int8, " + v + "::int8)"
-	if kt == keyUUID {
-		h = "uuid_hash_extended(" + k + ", " + v + "::int8)"
+// rowHash is a 64-bit hash of one (key, version) pair that depends on
+// every bit of both. hashint8extended folds a bigint's halves into 32 bits
+// before hashing (1 and 4294967296 hash alike), so an integer key goes in
+// whole as the seed of hashint4extended over the version's high half, and
+// that hash is the seed of hashint4extended over its low half: two
+// distinct pairs collide only by a collision of the 64-bit hash. A uuid
+// key is hashed whole by uuid_hash_extended with the version as seed. A
+// NULL version hashes the key's text by another function, so it is a
+// value of its own rather than nothing. These are the hash functions of
+// hash partitioning: stable across platforms and releases, so two
+// servers agree.
+func rowHash(kt keyType, k, v string) string {
+	h := "uuid_hash_extended(" + k + ", " + v + "::int8)"
+	if kt == keyInt {
+		v8 := "(" + v + ")::int8"
+		h = "hashint4extended(((" + v8 + " & 4294967295) - 2147483648)::int4, hashint4extended((" + v8 + " >> 32)::int4, " + k + "::int8))"
 	}
-	return "coalesce(sum(" + h + "), 0)::text"
+	return "coalesce(" + h + ", hashtextextended(" + k + "::text, 1))"
+}
+
+// hashSum is the sum of rowHash over a summary's rows, as text (a
+// numeric: it does not fit an int8), 0 for none. Two different sets of
+// rows with the same count have the same sum with probability at most
+// 2^-64 (README).
+func hashSum(kt keyType, k, v string) string {
+	return "coalesce(sum(" + rowHash(kt, k, v) + "), 0)::text"
 }
 
 // bucketsFrom is the FROM item of a summary query: the buckets given as
@@ -264,10 +323,11 @@ func (p *plan) outboxLateral(mode outboxSummary, kt keyType) string {
 // outboxSkip, the count and hash sum of its outbox rows. Each bucket's
 // aggregate reads one index range.
 func (p *plan) authorityBucketQuery(mode outboxSummary, kt keyType, windowed bool) string {
-	judged := "x." + p.aCreated + " < $3"
+	from4 := ""
 	if windowed {
-		judged += " AND x." + p.aCreated + " >= $4"
+		from4 = "$4"
 	}
+	judged := p.judgedExpr("x.", "$3", from4)
 	q := "SELECT b.i, a.n, a.judged, a.s"
 	from := bucketsFrom(kt) + " CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE " + judged + ") AS judged, " +
 		hashSum(kt, "x."+p.aKey, "x."+p.aVersion) + " AS s FROM " + p.aTable + " x WHERE x." + p.aKey + " >= b.lo AND x." + p.aKey + " <= b.hi) a"
@@ -297,7 +357,7 @@ func (p *plan) authorityRangesQuery(w *window, kt keyType, los, his any) (string
 	a := &args{vals: []any{los, his}}
 	q := p.selectList(w, a) + " FROM " + p.aTable + " a"
 	if p.hasOutbox {
-		q += " LEFT JOIN " + p.outboxRel + " o ON o.k = a." + p.aKey + " AND o.v = a." + p.aVersion + " AND o.k >= b.lo AND o.k <= b.hi"
+		q += p.outboxJoin() + " AND o.k >= b.lo AND o.k <= b.hi"
 	}
 	// OFFSET 0 keeps the subquery a subquery: flattened into the outer
 	// query, its generic plan scanned the whole index once with the ranges

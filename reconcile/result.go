@@ -14,8 +14,15 @@ type Finding struct {
 	Kind Kind   `json:"kind"`
 	// AuthorityVersion is nil when the authority has no row for the key.
 	AuthorityVersion *int64 `json:"authority_version"`
+	// AuthorityVersionNull is true when the authority's version is NULL.
+	AuthorityVersionNull bool `json:"authority_version_null,omitempty"`
 	// TargetVersion is nil when the target has no row for the key.
 	TargetVersion *int64 `json:"target_version"`
+	// TargetVersionNull is true when the target's version is NULL.
+	TargetVersionNull bool `json:"target_version_null,omitempty"`
+	// TargetRows is the number of target rows of a key held more than
+	// once (duplicate_target); the versions above are the highest.
+	TargetRows int `json:"target_rows,omitempty"`
 	// OutboxState is the state of the outbox row for the authority's
 	// version: absent, unpublished, published or dead; empty without an
 	// outbox or an authority row.
@@ -52,6 +59,14 @@ type Result struct {
 	Findings []Finding `json:"findings"`
 	// Truncated is true when some kind had more gaps than max_findings.
 	Truncated bool `json:"truncated"`
+	// Held counts gaps no column dates (a deleted authority row's target
+	// row, a target gap of an undated publication) seen for the first
+	// time, or again within grace of the first sighting: a later run
+	// reports each that persists. They are not in Gaps.
+	Held int64 `json:"held"`
+	// Unconfirmed counts such gaps beyond the 100,000 a job holds: not
+	// held, not in Gaps.
+	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 	// Error says why the run failed; empty when it completed.
 	Error string `json:"error,omitempty"`
 
@@ -131,8 +146,15 @@ func Print(w io.Writer, r *Result, format string) error {
 	if len(r.Findings) > 0 {
 		fmt.Fprintf(tw, "\nKIND\tKEY\tAUTHORITY VERSION\tTARGET VERSION\tOUTBOX\n")
 		for _, f := range r.Findings {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Kind, f.Key, optInt(f.AuthorityVersion), optInt(f.TargetVersion), orDash(f.OutboxState))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Kind, f.Key, optVersion(f.AuthorityVersion, f.AuthorityVersionNull),
+				optVersion(f.TargetVersion, f.TargetVersionNull)+rowsNote(f.TargetRows), orDash(f.OutboxState))
 		}
+	}
+	if r.Held > 0 {
+		fmt.Fprintf(tw, "(%d findings no column dates are held: a run grace or more later reports those that persist)\n", r.Held)
+	}
+	if r.Unconfirmed > 0 {
+		fmt.Fprintf(tw, "(%d more such findings were not held: over 100,000)\n", r.Unconfirmed)
 	}
 	if r.Truncated {
 		fmt.Fprintf(tw, "(findings capped at max_findings per kind; the counts above are complete)\n")
@@ -140,7 +162,10 @@ func Print(w io.Writer, r *Result, format string) error {
 	return tw.Flush()
 }
 
-func optInt(p *int64) string {
+func optVersion(p *int64, null bool) string {
+	if null {
+		return "NULL"
+	}
 	if p == nil {
 		return "-"
 	}
@@ -152,4 +177,11 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func rowsNote(n int) string {
+	if n > 1 {
+		return fmt.Sprintf(" (%d rows)", n)
+	}
+	return ""
 }

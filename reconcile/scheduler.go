@@ -62,10 +62,21 @@ type Scheduler struct {
 type jobState struct {
 	plan    *plan
 	running atomic.Bool
+	// started is the Unix time in nanoseconds the run in progress
+	// started at, 0 when none.
+	started atomic.Int64
 
 	mu     sync.Mutex
 	last   *Result // the last run, completed or failed
 	lastOK *Result // the last completed run
+	// held are the findings no column dates, by when they were first
+	// seen, kept from one completed run to the next (confirm.go).
+	held map[heldID]time.Time
+	// confirmInRun makes each run confirm such findings itself.
+	confirmInRun bool
+	// clock is what runs measure the persistence of held findings by;
+	// nil: the wall clock.
+	clock func() time.Time
 
 	// Chunk sizing and a test hook, fixed at construction; tests lower them.
 	minRows, maxRows, initRows int
@@ -87,6 +98,30 @@ func StreamRuns() Option {
 	return func(s *Scheduler) {
 		for _, js := range s.jobs {
 			js.stream = true
+		}
+	}
+}
+
+// ConfirmInRun makes each run confirm the findings no column dates by
+// itself: it waits until grace has passed since it saw each and reads it
+// again, instead of reporting it from a later run. For one-off runs (the
+// reconcile command), which have no later run; such a run lasts at least
+// grace when it holds any.
+func ConfirmInRun() Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.confirmInRun = true
+		}
+	}
+}
+
+// HeldClock sets the clock runs measure the persistence of undated
+// findings by, instead of the wall clock: for simulations and benchmarks,
+// which stand for runs grace apart without waiting for grace.
+func HeldClock(now func() time.Time) Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.clock = now
 		}
 	}
 }
@@ -195,7 +230,18 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
 
+	timeout := js.plan.job.Timeout
+	if timeout <= 0 {
+		timeout = config.DefaultReconcileTimeout
+	}
+	// A run that never ends would show nothing but an ageing timestamp;
+	// running_seconds shows it, the timeout ends it as a failure.
+	ctx, cancelRun := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the run took longer than its timeout of %s", timeout))
+	defer cancelRun()
+
 	res := newResult(job, full)
+	js.started.Store(res.Started.UnixNano())
+	defer js.started.Store(0)
 	r := &runner{
 		p:         js.plan,
 		w:         &window{full: full},
@@ -208,7 +254,12 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		hooks:     js.hooks,
 		stream:    js.stream,
 		leafRows:  js.leafRows,
+		logger:    s.logger,
 	}
+	js.mu.Lock()
+	r.prior, r.confirmInRun, r.clock = js.held, js.confirmInRun, js.clock
+	js.mu.Unlock()
+
 	if r.chunkTime <= 0 {
 		r.chunkTime = config.DefaultChunkTime
 	}
@@ -216,6 +267,9 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 		r.max = config.DefaultMaxFindings
 	}
 	err := r.run(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%w)", cause, err)
+	}
 	res.Finished = time.Now()
 	res.Duration = res.Finished.Sub(res.Started).Seconds()
 	if err != nil {
@@ -226,6 +280,7 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 	js.last = res
 	if err == nil {
 		js.lastOK = res
+		js.held = r.nextHeld()
 	}
 	js.mu.Unlock()
 	return res, err
@@ -252,4 +307,18 @@ func (s *Scheduler) state(job string) (last, lastOK *Result) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	return js.last, js.lastOK
+}
+
+// running is how long the job's run in progress has been running; 0 when
+// none is.
+func (s *Scheduler) running(job string) time.Duration {
+	js, ok := s.jobs[job]
+	if !ok {
+		return 0
+	}
+	t := js.started.Load()
+	if t == 0 {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, t)))
 }

@@ -38,8 +38,9 @@ func collector(t *testing.T, s *Scheduler) *asPrometheus {
 }
 
 const gapsAndRows = `
-# HELP outbox_reconcile_gaps Gaps found by the last completed reconcile run, by kind: missing_outbox (committed row without outbox row), missing_target (published event not in the target), stale_target (target behind the authority), orphan_target (target row the authority lacks or is behind).
+# HELP outbox_reconcile_gaps Gaps found by the last completed reconcile run, by kind: missing_outbox (committed row without outbox row), missing_target (published event not in the target), stale_target (target behind the authority), orphan_target (target row the authority lacks or is behind), duplicate_target (a key the target holds more than once).
 # TYPE outbox_reconcile_gaps gauge
+outbox_reconcile_gaps{kind="duplicate_target",reconcile="search_index"} 0
 outbox_reconcile_gaps{kind="missing_outbox",reconcile="search_index"} 0
 outbox_reconcile_gaps{kind="missing_target",reconcile="search_index"} 1
 outbox_reconcile_gaps{kind="orphan_target",reconcile="search_index"} 0
@@ -61,8 +62,8 @@ func TestTargetUnreachable(t *testing.T) {
 	p.add(t, 12, 2, old, "PUBLISHED", 1)
 	s := scheduler(t, p.yaml(""), nil)
 	c := collector(t, s)
-	if n := testutil.CollectAndCount(c); n != 0 || c.err != nil {
-		t.Errorf("before any run: %d metrics, err %v; want none", n, c.err)
+	if n := testutil.CollectAndCount(c); n != 1 || c.err != nil {
+		t.Errorf("before any run: %d metrics, err %v; want running_seconds alone", n, c.err)
 	}
 	ctx := context.Background()
 	ok, err := s.Run(ctx, "search_index", true)
@@ -245,7 +246,7 @@ func TestHandlerAndPrint(t *testing.T) {
 	if err := Print(&text, res, "text"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"full sweep", "missing_outbox", "missing_target  1", "KIND", "published"} {
+	for _, w := range []string{"full sweep", "missing_outbox", "missing_target    1", "KIND", "published"} {
 		if !strings.Contains(text.String(), w) {
 			t.Errorf("text output lacks %q:\n%s", w, text.String())
 		}

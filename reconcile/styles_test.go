@@ -30,6 +30,7 @@ func TestOutboxStyles(t *testing.T) {
     pending: [PENDING]
     published: [PUBLISHED]
     dead: [ABANDONED]
+    published_at: published_at
 `, `    published_at: published_at
 `, 1)
 	deleteOnPublish := strings.Replace(strings.Replace(timestamps, `    published_at: published_at

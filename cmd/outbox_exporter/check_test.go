@@ -69,6 +69,25 @@ reconcile:
 		db.Exec(t, s[1])
 	}
 
+	// Types and NULL-ability, not only names: a NULL-able version is
+	// worth a hint, a version that is no integer and keys that cannot be
+	// compared are failures.
+	db.Exec(t, `ALTER TABLE search_index ALTER COLUMN version DROP NOT NULL`)
+	if code, out := runCheck(); code != 0 || !strings.Contains(out, "HINT target table public.search_index column version may be NULL") {
+		t.Fatalf("check with a NULL-able version: exit %d\n%s", code, out)
+	}
+	db.Exec(t, `ALTER TABLE messages ALTER COLUMN version TYPE numeric`)
+	db.Exec(t, `ALTER TABLE search_index ALTER COLUMN message_id TYPE text`)
+	code, out = runCheck()
+	for _, w := range []string{"authority table public.messages column version is numeric: a version must be smallint, integer or bigint",
+		"the target key is text and the authority key bigint: an integer key cannot be compared with a non-integer one"} {
+		if code != 1 || !strings.Contains(out, w) {
+			t.Errorf("check with wrong types: exit %d, want %q\n%s", code, w, out)
+		}
+	}
+	db.Exec(t, `ALTER TABLE messages ALTER COLUMN version TYPE int USING version::int`)
+	db.Exec(t, `ALTER TABLE search_index ALTER COLUMN message_id TYPE bigint USING message_id::bigint`)
+
 	db.Exec(t, `ALTER TABLE search_index RENAME COLUMN version TO v`)
 	if code, out := runCheck(); code != 1 || !strings.Contains(out, "target table public.search_index has no column version") {
 		t.Fatalf("check with a missing column: exit %d\n%s", code, out)

@@ -43,7 +43,9 @@ func (c *cli) reconcileCmd(ctx context.Context, stdout, stderr io.Writer, logger
 		return reconcile.ExitError
 	}
 	defer app.ClosePools(pools)
-	sched, err := reconcile.New(cfg, pools, logger)
+	// One run and no next: findings no column dates are confirmed within
+	// the run, after grace.
+	sched, err := reconcile.New(cfg, pools, logger, reconcile.ConfirmInRun())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return reconcile.ExitError

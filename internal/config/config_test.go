@@ -42,6 +42,16 @@ func TestParseMinimal(t *testing.T) {
 	}
 }
 
+func TestReconcileDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(base+"reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Reconcile["idx"]; r.Timeout != time.Hour || r.Grace != 2*time.Minute || r.Authority.UpdatedAt != "" {
+		t.Errorf("reconcile defaults: %+v", r)
+	}
+}
+
 func TestStyles(t *testing.T) {
 	for _, tc := range []struct {
 		o    Outbox
@@ -92,6 +102,8 @@ func TestBadConfigs(t *testing.T) {
 		{"bad group regex", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    groups: [\"/[/\"]\n", []string{"kafka.main.groups[0]", "not a valid regular expression"}},
 		{"broker without port", base + "kafka:\n  main:\n    brokers: [localhost]\n", []string{`kafka.main.brokers[0]: "localhost" is not host:port`}},
 		{"bad cron", base + "reconcile:\n  idx:\n    schedule: every five minutes\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.schedule: "every five minutes" is not a cron schedule`, "(line 17)"}},
+		{"reconcile negative timeout", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    timeout: -1m\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.timeout: "-1m" is negative`}},
+		{"reconcile bad updated_at", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at, updated_at: \"a b\"}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.authority.updated_at`}},
 		{"reconcile unknown outbox", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    outbox: {name: nope, key: message_id, version: v}\n", []string{`reconcile.idx.outbox.name: outbox "nope" is not defined`}},
 		{"audit sample out of range", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\naudit:\n  messages:\n    kafka: main\n    topics: [messages]\n    event_id: header:event_id\n    sample: 1.5\n", []string{"audit.messages.sample: must be in (0, 1], got 1.5 (line 23)"}},
 		{"audit event_id form", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\naudit:\n  messages:\n    kafka: main\n    topics: [messages]\n    event_id: body\n", []string{`audit.messages.event_id: "body" is not header:NAME, key or json:FIELD`}},

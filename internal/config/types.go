@@ -178,6 +178,9 @@ type ReconcileJob struct {
 	MaxFindings int `yaml:"max_findings"`
 	// ChunkTime is the target time of one range query. Default 200ms.
 	ChunkTime time.Duration `yaml:"chunk_time"`
+	// Timeout cancels a run that takes longer; it counts as failed.
+	// Default 1h.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // AuthoritySide is the table that owns the truth (e.g. messages).
@@ -187,6 +190,9 @@ type AuthoritySide struct {
 	Key       string `yaml:"key"`
 	Version   string `yaml:"version"`
 	CreatedAt string `yaml:"created_at"`
+	// UpdatedAt (optional) dates a row's last change: a row changed
+	// within grace is not judged yet.
+	UpdatedAt string `yaml:"updated_at"`
 }
 
 // OutboxSide names an outbox from the outboxes section and its columns

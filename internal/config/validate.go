@@ -25,6 +25,7 @@ const (
 	DefaultReconcileGrace   = 2 * time.Minute
 	DefaultMaxFindings      = 10000
 	DefaultChunkTime        = 200 * time.Millisecond
+	DefaultReconcileTimeout = time.Hour
 	DefaultAuditSample      = 1.0
 	DefaultAuditGrace       = time.Minute
 	DefaultAuditWindow      = time.Hour
@@ -72,6 +73,9 @@ func (c *Config) setDefaults() {
 		}
 		if r.ChunkTime == 0 {
 			r.ChunkTime = DefaultChunkTime
+		}
+		if r.Timeout == 0 {
+			r.Timeout = DefaultReconcileTimeout
 		}
 	}
 	for _, a := range c.Audit {
@@ -378,6 +382,9 @@ func (v *validator) reconcile(p string, r *ReconcileJob) {
 	if v.required(p+".authority.created_at", a.CreatedAt) {
 		v.column(p+".authority.created_at", a.CreatedAt)
 	}
+	if a.UpdatedAt != "" {
+		v.column(p+".authority.updated_at", a.UpdatedAt)
+	}
 	if r.Outbox != nil {
 		if v.required(p+".outbox.name", r.Outbox.Name) {
 			if _, ok := v.c.Outboxes[r.Outbox.Name]; !ok {
@@ -406,6 +413,9 @@ func (v *validator) reconcile(p string, r *ReconcileJob) {
 	}
 	if r.MaxFindings < 1 {
 		v.fail(p+".max_findings", "must be at least 1")
+	}
+	if r.Timeout < 0 {
+		v.fail(p+".timeout", "must be positive")
 	}
 }
 

@@ -71,7 +71,7 @@ func TestBucketWidth(t *testing.T) {
 // TestNextWidth: chunks follow chunk_time, at most doubling or halving,
 // capped by the rows maxBuckets buckets hold at the density seen.
 func TestNextWidth(t *testing.T) {
-	r := &runner{chunkTime: 100 * time.Millisecond, leafRows: 10, bucketRows: 10, minRows: 5}
+	r := &summarised{r: &runner{chunkTime: 100 * time.Millisecond, leafRows: 10, minRows: 5}, bucketRows: 10}
 	for _, c := range []struct {
 		width   uint64
 		took    time.Duration
@@ -95,7 +95,7 @@ func TestNextWidth(t *testing.T) {
 // TestResizeBuckets: buckets shrink while many differ, down to a
 // sixteenth of leafRows, and grow back to leafRows when few do.
 func TestResizeBuckets(t *testing.T) {
-	r := &runner{leafRows: 1024, bucketRows: 1024}
+	r := &summarised{r: &runner{leafRows: 1024}, bucketRows: 1024}
 	var sizes []int
 	for range 6 {
 		r.resizeBuckets(rangeStats{nonEmpty: 1000, differs: 200})
@@ -153,7 +153,7 @@ func TestChecksumExtremeKeys(t *testing.T) {
 	for _, k := range keys {
 		p.a.Exec(t, `INSERT INTO messages (id, version, created_at) VALUES ($1, 1, now() - interval '1 day')`, k)
 		if k != 0 {
-			p.a.Exec(t, `INSERT INTO outbox (message_id, message_version, created_at, status, published_at) VALUES ($1, 1, now() - interval '1 day', 'PUBLISHED', now())`, k)
+			p.a.Exec(t, `INSERT INTO outbox (message_id, message_version, created_at, status, published_at) VALUES ($1, 1, now() - interval '1 day', 'PUBLISHED', now() - interval '1 day')`, k)
 		}
 		if k != math.MaxInt64 {
 			p.b.Exec(t, `INSERT INTO search_index VALUES ($1, $2)`, k, map[bool]int{true: 2, false: 1}[k == math.MinInt64])
