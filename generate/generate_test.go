@@ -477,3 +477,33 @@ func TestAmtoolCheckConfig(t *testing.T) {
 		t.Fatalf("amtool check-config deploy/alertmanager.yml: %v\n%s", err, out)
 	}
 }
+
+// TestGenerateNeedsNoSecrets: generate renders the same files from
+// deploy/example.yml whether or not the DSNs' environment variables are
+// set, since it never connects.
+func TestGenerateNeedsNoSecrets(t *testing.T) {
+	want, err := Files(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"OUTBOX_DSN", "SEARCH_DSN"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	cfg, err := config.LoadWithoutSecrets(filepath.Join(deployDir, "example.yml"))
+	if err != nil {
+		t.Fatalf("load without the DSN variables: %v", err)
+	}
+	got, err := Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d files without the DSN variables, %d with", len(got), len(want))
+	}
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s differs without the DSN variables", name)
+		}
+	}
+}
