@@ -47,11 +47,13 @@ func newDashboard(cfg *config.Config, uid, title, description string) *dashboard
 }
 
 // labelVariable is a multi-value query variable over the exporter's
-// targets whose "All" matches any value.
+// targets whose "All" matches any value. Its label is the name title-cased
+// ("Job", "Instance"), as dashboard-linter's template-job-rule and
+// template-instance-rule want.
 func labelVariable(cfg *config.Config, label string) *dashboard.QueryVariableBuilder {
 	q := "label_values(outbox_exporter_build_info" + buildInfoSelector(cfg, label) + ", " + label + ")"
 	return dashboard.NewQueryVariableBuilder(label).
-		Label(label).
+		Label(strings.ToUpper(label[:1]) + label[1:]).
 		Datasource(datasource()).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
 		Definition(q).
@@ -82,6 +84,53 @@ func buildInfoSelector(cfg *config.Config, label string) string {
 // and extra matchers.
 func sel(extra ...string) string {
 	return "{" + strings.Join(append([]string{`job=~"$job"`, `instance=~"$instance"`}, extra...), ", ") + "}"
+}
+
+// filterVariable is a multi-value variable over the values of label on
+// metric, for the chosen jobs and instances. Its "All" is ".*", not ".+":
+// it must keep the series that lack the label (an outbox configured
+// without it).
+func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
+	q := "label_values(" + metric + sel() + ", " + label + ")"
+	return dashboard.NewQueryVariableBuilder(label).
+		Label(strings.ToUpper(label[:1]) + strings.ReplaceAll(label[1:], "_", " ")).
+		Datasource(datasource()).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
+		Definition(q).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).
+		IncludeAll(true).
+		AllValue(".*")
+}
+
+// outboxVariables are the filter variables of the outboxes' label columns
+// (event type, destination...).
+func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
+	for _, l := range outboxLabels(cfg) {
+		d.WithVariable(filterVariable(l, "outbox_oldest_pending_age_seconds"))
+	}
+}
+
+// outboxSel is sel for a metric that carries the outboxes' label columns:
+// each filtered by its variable.
+func outboxSel(cfg *config.Config, extra ...string) string {
+	var ms []string
+	for _, l := range outboxLabels(cfg) {
+		ms = append(ms, l+`=~"$`+l+`"`)
+	}
+	return sel(append(ms, extra...)...)
+}
+
+// groupSel is sel for a consumer group's metric, filtered by the group
+// variable.
+func groupSel(extra ...string) string {
+	return sel(append([]string{`group=~"$group"`}, extra...)...)
+}
+
+// groupVariable filters consumer groups.
+func groupVariable() *dashboard.QueryVariableBuilder {
+	return filterVariable("group", "outbox_consumer_group_members")
 }
 
 // recordSel is the selector of a recording rule's series, which keep job
