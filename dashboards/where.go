@@ -112,4 +112,3 @@ func instant(refID string, t target) *prometheus.DataqueryBuilder {
 		Format(prometheus.PromQueryFormatTable).
 		Instant()
 }
-
