@@ -283,4 +283,3 @@ func TestChartLint(t *testing.T) {
 		t.Errorf("helm lint: %v", res.Errors)
 	}
 }
-
