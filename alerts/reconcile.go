@@ -78,12 +78,14 @@ func (b *builder) reconcileJobAlerts(name string, r *config.ReconcileJob) []Rule
 	// The last success is taken over the lookback, not from the current
 	// series: the series is gone from a restarted exporter until its next
 	// success (a daily job's: up to a day), and a restart must not hide
-	// how long ago the job last succeeded. A job that has been monitored
-	// for the whole lookback without any success sample (it never
-	// succeeded, or not since before the lookback) gives the limit as its
-	// value.
+	// how long ago the job last succeeded. A job monitored at some time in
+	// the lookback before that (so for at least the limit) without any
+	// success sample since (it never succeeded, or not since before the
+	// lookback) gives the limit as its value. The earlier span is a whole
+	// lookback, not a moment, so that an exporter down at that moment
+	// does not hide the job.
 	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s])) > %[4]d\nor\n"+
-		"max by (%[1]s) (present_over_time(outbox_reconcile_running_seconds%[2]s[10m] offset %[3]s)) * %[4]d\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s]))",
+		"max by (%[1]s) (present_over_time(outbox_reconcile_running_seconds%[2]s[%[3]s] offset %[3]s)) * %[4]d\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s]))",
 		by, sel, lookback, limit)
 	return []Rule{
 		b.alert("OutboxReconcileNotSucceeding", SeverityWarning, notSucceeding, "5m",
