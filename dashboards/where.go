@@ -94,6 +94,8 @@ func collectorHealth() *stat.PanelBuilder {
 		ColorMode(common.BigValueColorModeBackground).
 		GraphMode(common.BigValueGraphModeNone).
 		TextMode(common.BigValueTextModeValueAndName).
+		// No series at all: the exporter itself is not scraped.
+		NoValue("exporter not scraped").
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
 		Mappings([]dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: map[string]dashboard.ValueMappingResult{
 			"0": {Text: &failed, Color: cog.ToPtr("red"), Index: cog.ToPtr[int32](0)},
