@@ -145,49 +145,8 @@ func TestCollectorAlertsAgainstBruteForce(t *testing.T) {
 				})
 			}
 		}
-		var checks []any
-		for m := 0; m <= c.minutes; m++ {
-			per, every, ok := c.firing(m)
-			if !ok {
-				continue
-			}
-			var failing, everywhere []any
-			for _, rs := range per {
-				rep, s := rs[0], rs[1]
-				share := c.failedShare(rep, s, m)
-				failing = append(failing, map[string]any{
-					"exp_labels": map[string]string{"severity": "warning", "job": "outbox_exporter", "k8s_cluster": "eu", "instance": inst[rep], "collector": c.series[s][0], "target": c.series[s][1]},
-					"exp_annotations": map[string]string{
-						"summary":     "An outbox_exporter collector is failing.",
-						"description": fmt.Sprintf("Collector %s for target %s on %s failed %s of its collections over the last 15m: its metrics come and go and the alerts on them may not fire.", c.series[s][0], c.series[s][1], inst[rep], humanizePercentage(share)),
-						"runbook_url": DefaultRunbookURL + "#outboxcollectorfailing",
-					},
-				})
-			}
-			for _, s := range every {
-				minShare := c.failedShare(0, s, m)
-				if sh := c.failedShare(1, s, m); sh.Cmp(minShare) < 0 {
-					minShare = sh
-				}
-				everywhere = append(everywhere, map[string]any{
-					"exp_labels": map[string]string{"severity": "critical", "job": "outbox_exporter", "k8s_cluster": "eu", "collector": c.series[s][0], "target": c.series[s][1]},
-					"exp_annotations": map[string]string{
-						"summary":     "An outbox_exporter collector fails on every replica.",
-						"description": fmt.Sprintf("Collector %s for target %s in k8s_cluster eu failed at least %s of its collections over the last 15m on every replica: the alerts on its metrics (deadlines, lag, loss) cannot fire.", c.series[s][0], c.series[s][1], humanizePercentage(minShare)),
-						"runbook_url": DefaultRunbookURL + "#outboxcollectorfailingeverywhere",
-					},
-				})
-			}
-			firingChecks += len(failing)
-			everywhereChecks += len(everywhere)
-			if len(failing) == 0 && len(everywhere) == 0 {
-				silentChecks++
-			}
-			at := fmt.Sprintf("%dm", m)
-			checks = append(checks,
-				map[string]any{"eval_time": at, "alertname": "OutboxCollectorFailing", "exp_alerts": nonNil(failing)},
-				map[string]any{"eval_time": at, "alertname": "OutboxCollectorFailingEverywhere", "exp_alerts": nonNil(everywhere)})
-		}
+		checks, f, e, q := collectorChecks(c, inst)
+		firingChecks, everywhereChecks, silentChecks = firingChecks+f, everywhereChecks+e, silentChecks+q
 		tests = append(tests, map[string]any{"name": fmt.Sprintf("seed %d", seed), "interval": "1m", "input_series": input, "alert_rule_test": checks})
 	}
 	// The seeds must exercise both alerts and quiet minutes, or the
@@ -218,6 +177,55 @@ func TestCollectorAlertsAgainstBruteForce(t *testing.T) {
 		sort.Strings(failed)
 		t.Fatalf("promtool disagrees with the brute force (%s; keep the seed):\n%s", strings.Join(failed, "; "), tail(string(out), 4000))
 	}
+}
+
+// collectorChecks are the promtool checks of one seeded history: at each
+// minute the brute force can judge, the alerts of both rules, with how
+// many firing per replica, firing everywhere, and silent minutes.
+func collectorChecks(c collectorCase, inst []string) (checks []any, firing, everywhere, silent int) {
+	for m := 0; m <= c.minutes; m++ {
+		per, every, ok := c.firing(m)
+		if !ok {
+			continue
+		}
+		var failing, everywhereAlerts []any
+		for _, rs := range per {
+			rep, s := rs[0], rs[1]
+			share := c.failedShare(rep, s, m)
+			failing = append(failing, map[string]any{
+				"exp_labels": map[string]string{"severity": "warning", "job": "outbox_exporter", "k8s_cluster": "eu", "instance": inst[rep], "collector": c.series[s][0], "target": c.series[s][1]},
+				"exp_annotations": map[string]string{
+					"summary":     "An outbox_exporter collector is failing.",
+					"description": fmt.Sprintf("Collector %s for target %s on %s failed %s of its collections over the last 15m: its metrics come and go and the alerts on them may not fire.", c.series[s][0], c.series[s][1], inst[rep], humanizePercentage(share)),
+					"runbook_url": DefaultRunbookURL + "#outboxcollectorfailing",
+				},
+			})
+		}
+		for _, s := range every {
+			minShare := c.failedShare(0, s, m)
+			if sh := c.failedShare(1, s, m); sh.Cmp(minShare) < 0 {
+				minShare = sh
+			}
+			everywhereAlerts = append(everywhereAlerts, map[string]any{
+				"exp_labels": map[string]string{"severity": "critical", "job": "outbox_exporter", "k8s_cluster": "eu", "collector": c.series[s][0], "target": c.series[s][1]},
+				"exp_annotations": map[string]string{
+					"summary":     "An outbox_exporter collector fails on every replica.",
+					"description": fmt.Sprintf("Collector %s for target %s in k8s_cluster eu failed at least %s of its collections over the last 15m on every replica: the alerts on its metrics (deadlines, lag, loss) cannot fire.", c.series[s][0], c.series[s][1], humanizePercentage(minShare)),
+					"runbook_url": DefaultRunbookURL + "#outboxcollectorfailingeverywhere",
+				},
+			})
+		}
+		firing += len(failing)
+		everywhere += len(everywhereAlerts)
+		if len(failing) == 0 && len(everywhereAlerts) == 0 {
+			silent++
+		}
+		at := fmt.Sprintf("%dm", m)
+		checks = append(checks,
+			map[string]any{"eval_time": at, "alertname": "OutboxCollectorFailing", "exp_alerts": nonNil(failing)},
+			map[string]any{"eval_time": at, "alertname": "OutboxCollectorFailingEverywhere", "exp_alerts": nonNil(everywhereAlerts)})
+	}
+	return checks, firing, everywhere, silent
 }
 
 func nonNil(a []any) []any {

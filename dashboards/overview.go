@@ -81,6 +81,14 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 			fmt.Sprintf("sum by (le) (max by (outbox, le) (increase(outbox_publish_latency_seconds_bucket%s[%s])))", sel(), RateInterval),
 		))
 
+	sloRow(d, cfg, by, osel)
+	return finish(d.Build())
+}
+
+// sloRow is the publish-within-deadline SLO, for outboxes whose publish
+// time is known: the share on time over all label values, and the error
+// budget left.
+func sloRow(d *dashboard.DashboardBuilder, cfg *config.Config, by, osel string) {
 	if slo := sloTargets(cfg); len(slo) > 0 {
 		d.WithRow(dashboard.NewRowBuilder("SLO: published within deadline")).
 			WithPanel(graph("Share published within deadline",
@@ -100,7 +108,6 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 					{Value: cog.ToPtr(0.5), Color: "green"},
 				})))
 	}
-	return finish(d.Build())
 }
 
 // latencyQuantile is one quantile of the publish latency.

@@ -391,6 +391,15 @@ func lintDashboard(raw []byte, known *metricSet, ex lintExclusions) []string {
 			fail("template-label-promql-rule: variable %s query %q %s", n, q, p)
 		}
 	}
+	probs = append(probs, lintPanels(d, title, names, known, ex)...)
+	return probs
+}
+
+// lintPanels checks the panel and target rules of dashboard-linter on
+// every panel of d (titled title, with variables names).
+func lintPanels(d map[string]any, title string, names []string, known *metricSet, ex lintExclusions) []string {
+	var probs []string
+	fail := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	panels := panelsOf(d)
 	if len(panels) == 0 {
 		fail("no panels")
