@@ -539,9 +539,9 @@ func TestCheckExprFindsProblems(t *testing.T) {
 
 func TestPromtoolCheckRules(t *testing.T) {
 	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "check", "rules", filepath.Join(deployDir, filepath.FromSlash(RulesFile))).CombinedOutput()
+	out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", filepath.Join(deployDir, filepath.FromSlash(RulesFile))).CombinedOutput()
 	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
+		t.Fatalf("promtool check rules --lint=all --lint-fatal: %v\n%s", err, out)
 	}
 }
 
