@@ -14,7 +14,7 @@ const ConsumersUID = "outbox-consumers"
 // Consumers shows how far each consumer group lags, in records and in
 // time against the group's deadline.
 func Consumers(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(newDashboard(cfg, ConsumersUID, "Outbox / Consumers",
+	return finish(cfg)(newDashboard(cfg, ConsumersUID, "Outbox / Consumers",
 		"Consumer groups of the outbox topics: lag in records and in seconds against each group's deadline.").
 		WithVariable(groupVariable()).
 		WithRow(dashboard.NewRowBuilder("Lag")).

@@ -24,7 +24,7 @@ func datasource() common.DataSourceRef {
 // newDashboard starts a dashboard with the fixed uid, the common tags,
 // links to its siblings and the datasource, job and instance variables.
 func newDashboard(cfg *config.Config, uid, title, description string) *dashboard.DashboardBuilder {
-	return dashboard.NewDashboardBuilder(title).
+	d := dashboard.NewDashboardBuilder(title).
 		Uid(uid).
 		Description(description).
 		Tags([]string{Tag}).
@@ -41,8 +41,11 @@ func newDashboard(cfg *config.Config, uid, title, description string) *dashboard
 			KeepTime(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 			Label("Data source").
-			Type("prometheus")).
-		WithVariable(labelVariable(cfg, "job")).
+			Type("prometheus"))
+	if clusterLabel(cfg) != "" {
+		d.WithVariable(clusterVariable(cfg))
+	}
+	return d.WithVariable(labelVariable(cfg, "job")).
 		WithVariable(labelVariable(cfg, "instance"))
 }
 
@@ -70,6 +73,9 @@ func buildInfoSelector(cfg *config.Config, label string) string {
 	var ms []string
 	if s := strings.TrimSpace(cfg.Alerting.Selector); s != "" {
 		ms = append(ms, s)
+	}
+	if cl := clusterLabel(cfg); cl != "" && label != cl {
+		ms = append(ms, cl+`=~"$`+cl+`"`)
 	}
 	if label == "instance" {
 		ms = append(ms, `job=~"$job"`)
@@ -217,12 +223,24 @@ func latencyHeatmap(title, description, expr string) *heatmap.PanelBuilder {
 			Range())
 }
 
-// finish builds a dashboard and numbers its rows and panels in order, so
-// that panel links and the generated JSON stay stable.
-func finish(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
-	if err != nil {
-		return d, err
+// finish returns what finishes a built dashboard of cfg: it scopes the
+// queries to the cluster label when cfg has one, and numbers the rows and
+// panels in order, so that panel links and the generated JSON stay
+// stable. Called as finish(cfg)(builder.Build()).
+func finish(cfg *config.Config) func(dashboard.Dashboard, error) (dashboard.Dashboard, error) {
+	return func(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
+		if err != nil {
+			return d, err
+		}
+		if cl := clusterLabel(cfg); cl != "" {
+			newClusterScoper(cl).apply(&d)
+		}
+		return number(d), nil
 	}
+}
+
+// number numbers a dashboard's rows and panels in order.
+func number(d dashboard.Dashboard) dashboard.Dashboard {
 	var id uint32
 	for _, p := range d.Panels {
 		id++
@@ -237,5 +255,5 @@ func finish(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
 			}
 		}
 	}
-	return d, nil
+	return d
 }

@@ -82,7 +82,7 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 		))
 
 	sloRow(d, cfg, by, osel)
-	return finish(d.Build())
+	return finish(cfg)(d.Build())
 }
 
 // sloRow is the publish-within-deadline SLO, for outboxes whose publish

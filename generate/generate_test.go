@@ -590,3 +590,35 @@ func TestGenerateNeedsNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardsLintWithClusterLabel lints the dashboards made for a
+// config with two of everything and a cluster label: the cluster
+// variable and matchers must not break the linter's rules.
+func TestDashboardsLintWithClusterLabel(t *testing.T) {
+	cfg, err := config.LoadWithoutSecrets("../alerts/testdata/multi.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := loadLintExclusions(files[DashboardDir+"/"+dashboards.LintFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := exportedMetrics(t)
+	n := 0
+	for name, raw := range files {
+		if !strings.HasPrefix(name, DashboardDir+"/") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		n++
+		for _, p := range lintDashboard(raw, known, ex) {
+			t.Errorf("%s: %s", name, p)
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d dashboards, want 5", n)
+	}
+}
