@@ -16,6 +16,10 @@ go vet ./...
 mkdir -p artifacts
 export OUTBOX_ARTIFACTS="$PWD/artifacts"
 go test -count=1 -timeout 25m ./...
+# The Helm chart, rendered with the Helm library and decoded strictly
+# against the Kubernetes and Prometheus Operator types: a module of its
+# own, so that Helm's dependencies stay out of the exporter's go.mod.
+(cd deploy/helm/charttest && go vet ./... && go test -count=1 ./...)
 # The concurrent parts again under the race detector.
 go test -count=1 -race -timeout 15m ./collectors/... ./web/... ./reconcile/...
 # A short fuzz run of the config loader.

@@ -1,13 +1,17 @@
 package alerts
 
 import (
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -24,17 +28,54 @@ func requireTool(t *testing.T, name string) string {
 	return p
 }
 
+// TestPromtoolCheckRules runs promtool's checks with every lint fatal on
+// the rules of the example and of the config with two of everything:
+// rules that repeat per outbox, Kafka cluster or reconcile job must not
+// be duplicates.
 func TestPromtoolCheckRules(t *testing.T) {
 	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "check", "rules", "testdata/example.rules.yml").CombinedOutput()
+	for _, f := range []string{"testdata/example.rules.yml", "testdata/multi.rules.yml"} {
+		out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", f).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool check rules --lint=all --lint-fatal %s: %v\n%s", f, err, out)
+		}
+	}
+}
+
+// TestPromtoolLintFindsDuplicates proves the check above can fail: the
+// rules of two outboxes without the labels that tell them apart are
+// duplicates to promtool.
+func TestPromtoolLintFindsDuplicates(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	f, err := Build(multiConfig(t))
 	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
+		t.Fatal(err)
+	}
+	for gi := range f.Groups {
+		for ri := range f.Groups[gi].Rules {
+			r := &f.Groups[gi].Rules[ri]
+			if r.Alert != "" {
+				r.Labels = map[string]string{"severity": r.Labels["severity"]}
+			}
+		}
+	}
+	b, err := Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "dup.rules.yml")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", p).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "duplicate") {
+		t.Errorf("promtool passed rules without their telling labels: %v\n%s", err, out)
 	}
 }
 
 func TestPromtoolTestRules(t *testing.T) {
 	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "test", "rules", "testdata/example.rules.test.yml").CombinedOutput()
+	out, err := exec.Command(promtool, "test", "rules", "testdata/multi.rules.test.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
@@ -45,23 +86,49 @@ type unitTests struct {
 	Tests []struct {
 		Name           string `yaml:"name"`
 		AlertRuleTests []struct {
-			EvalTime  string           `yaml:"eval_time"`
-			Alertname string           `yaml:"alertname"`
-			ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			EvalTime  string `yaml:"eval_time"`
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []struct {
+				ExpLabels map[string]string `yaml:"exp_labels"`
+			} `yaml:"exp_alerts"`
 		} `yaml:"alert_rule_test"`
 	} `yaml:"tests"`
 }
 
+// ruleKey tells generated alerting rules apart: the alert's name and the
+// labels the rule sets (severity, and outbox, cluster, reconcile, long
+// and short where one name has a rule per item). An alert matches a rule
+// when it carries all of the rule's labels.
+func ruleKey(r Rule) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		parts = append(parts, k+"="+r.Labels[k])
+	}
+	return r.Alert + "{" + strings.Join(parts, ",") + "}"
+}
+
+// matches reports whether an expected alert's labels carry every label r
+// sets.
+func matches(r Rule, labels map[string]string) bool {
+	for k, v := range r.Labels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // TestEveryAlertIsTestedAroundItsFor checks that the promtool tests cover
-// every generated alerting rule: for each rule, a test group where it does
-// not fire one evaluation (1m) before its `for:` has elapsed and fires at
-// the next; and a healthy group where nothing fires.
+// every generated alerting rule of multi.yml: for each rule, a test group
+// where it fires at some evaluation and did not fire one evaluation (1m)
+// before (so its for: is what held it back); and a healthy group where
+// nothing fires.
 func TestEveryAlertIsTestedAroundItsFor(t *testing.T) {
-	f, err := Build(exampleConfig(t))
+	f, err := Build(multiConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("testdata/example.rules.test.yml")
+	raw, err := os.ReadFile("testdata/multi.rules.test.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,74 +136,59 @@ func TestEveryAlertIsTestedAroundItsFor(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &ut); err != nil {
 		t.Fatal(err)
 	}
-	type key struct{ alert, severity string }
-	covered := map[key]bool{}
+	var rules []Rule
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				rules = append(rules, r)
+			}
+		}
+	}
+	covered := map[string]bool{}
 	healthy := map[string]bool{}
 	for _, tg := range ut.Tests {
-		// Times at which each alert is expected silent or firing, by severity.
-		silent := map[string][]time.Duration{}
-		firing := map[key][]time.Duration{}
+		// firing[alertname][eval time] lists the expected alerts' labels;
+		// an entry with none is a silent check.
+		firing := map[string]map[time.Duration][]map[string]string{}
 		for _, a := range tg.AlertRuleTests {
-			at, err := time.ParseDuration(a.EvalTime)
+			at, err := model.ParseDuration(a.EvalTime)
 			if err != nil {
 				t.Fatalf("%s: eval_time %q: %v", tg.Name, a.EvalTime, err)
 			}
-			if len(a.ExpAlerts) == 0 {
-				silent[a.Alertname] = append(silent[a.Alertname], at)
-				if strings.HasPrefix(tg.Name, "healthy") {
-					healthy[a.Alertname] = true
-				}
+			if firing[a.Alertname] == nil {
+				firing[a.Alertname] = map[time.Duration][]map[string]string{}
+			}
+			at2 := time.Duration(at)
+			if _, ok := firing[a.Alertname][at2]; !ok {
+				firing[a.Alertname][at2] = []map[string]string{}
 			}
 			for _, e := range a.ExpAlerts {
-				labels, _ := e["exp_labels"].(map[string]any)
-				sev, _ := labels["severity"].(string)
-				firing[key{a.Alertname, sev}] = append(firing[key{a.Alertname, sev}], at)
+				firing[a.Alertname][at2] = append(firing[a.Alertname][at2], e.ExpLabels)
+			}
+			if len(a.ExpAlerts) == 0 && strings.HasPrefix(tg.Name, "healthy") {
+				healthy[a.Alertname] = true
 			}
 		}
-		for k, times := range firing {
-			for _, at := range times {
-				before := at - time.Minute
-				for _, s := range silent[k.alert] {
-					if s == before {
-						covered[k] = true
-					}
+		for _, r := range rules {
+			for at, alerts := range firing[r.Alert] {
+				before, checked := firing[r.Alert][at-time.Minute]
+				if !checked || !slices.ContainsFunc(alerts, func(l map[string]string) bool { return matches(r, l) }) {
+					continue
 				}
-				// Or: the alert fires at a lower severity just before, and
-				// this severity's rule was silent then (same name).
-				for k2, times2 := range firing {
-					if k2.alert == k.alert && k2.severity != k.severity {
-						for _, s := range times2 {
-							if s == before && !contains(firing[k], before) {
-								covered[k] = true
-							}
-						}
-					}
+				if !slices.ContainsFunc(before, func(l map[string]string) bool { return matches(r, l) }) {
+					covered[ruleKey(r)] = true
 				}
 			}
 		}
 	}
-	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" {
-				continue
-			}
-			if !covered[key{r.Alert, r.Labels["severity"]}] {
-				t.Errorf("%s (%s) has no promtool case silent 1m before and firing at its for: %s", r.Alert, r.Labels["severity"], r.For)
-			}
-			if !healthy[r.Alert] {
-				t.Errorf("%s is not checked silent in the healthy pipeline", r.Alert)
-			}
+	for _, r := range rules {
+		if !covered[ruleKey(r)] {
+			t.Errorf("%s has no promtool case silent 1m before and firing at its for: %s", ruleKey(r), r.For)
+		}
+		if !healthy[r.Alert] {
+			t.Errorf("%s is not checked silent in the healthy pipeline", r.Alert)
 		}
 	}
-}
-
-func contains(ds []time.Duration, d time.Duration) bool {
-	for _, x := range ds {
-		if x == d {
-			return true
-		}
-	}
-	return false
 }
 
 var camelOutbox = regexp.MustCompile(`^Outbox([A-Z][a-z0-9]*)+$`)
@@ -324,7 +376,7 @@ reconcile:
 		`outbox_events{outbox="timed", state="dead"}`,    // dead_at
 		`outbox_lease_expirations_total{outbox="timed"}`, // claimed_at + lease_ttl
 		`outbox_unknown_result_events{outbox="timed"}`,   // lease + attempts
-		`reconcile="nightly"}) > 259200`,                 // 3 x 24h
+		`reconcile="nightly"}[1d6h])) > 108000`,          // 24h + 6h, not 3 x 24h
 		`absent(outbox_exporter_build_info)`,
 		`runbook_url: ` + DefaultRunbookURL + `#outboxnotificationdeadlinemissed`,
 	} {

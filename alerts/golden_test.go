@@ -58,3 +58,26 @@ func TestGoldenExample(t *testing.T) {
 	}
 	golden(t, "example.prometheusrule.yml", pr)
 }
+
+// multiConfig loads testdata/multi.yml: two outboxes, two Kafka clusters,
+// two reconcile jobs and a cluster label.
+func multiConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.LoadWithoutSecrets("testdata/multi.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestGoldenMulti(t *testing.T) {
+	f, err := Build(multiConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "multi.rules.yml", b)
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
@@ -15,24 +14,27 @@ func (b *builder) outboxAlerts() []Rule {
 	var rules []Rule
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Outboxes)) {
 		o := b.cfg.Outboxes[name]
-		by := strings.Join(outboxBy(o), ", ")
+		by := b.outboxBy(o)
 		sel := b.selector(eq("outbox", name))
 		lt := labelText(o)
+		// The outbox label tells apart the rules of two outboxes, which
+		// share a name (promtool's duplicate-rule lint).
+		own := map[string]string{"outbox": name}
 
 		rules = append(rules, b.alert("OutboxNotificationDeadlineMissed", SeverityCritical,
 			fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)\n> on (%s)\nmax by (%s) (outbox_deadline_seconds%s)", by, sel, by, by, sel),
 			"1m",
 			"An outbox event is older than its notification deadline.",
 			"The oldest unpublished event of outbox {{ $labels.outbox }}"+lt+" is {{ $value | humanizeDuration }} old, past its notification deadline.",
-			nil))
+			own))
 
 		if hasLease(o) {
 			rules = append(rules, b.alert("OutboxLeaseExpiriesSustained", SeverityWarning,
-				fmt.Sprintf("max by (job, outbox) (rate(outbox_lease_expirations_total%s[10m])) * 60 > 0", sel),
+				fmt.Sprintf("max by (%s) (rate(outbox_lease_expirations_total%s[10m])) * 60 > 0", b.by("outbox"), sel),
 				"15m",
 				"Relay leases keep expiring.",
 				"Leases on rows of outbox {{ $labels.outbox }} have expired for 15 minutes without pause ({{ $value | humanize }} per minute): relays die, hang or overrun their lease while publishing.",
-				nil))
+				own))
 		}
 		if hasUnknown(o) {
 			rules = append(rules, b.alert("OutboxUnknownResultEvents", SeverityWarning,
@@ -40,7 +42,7 @@ func (b *builder) outboxAlerts() []Rule {
 				"15m",
 				"Outbox events have an unknown publish result.",
 				"Outbox {{ $labels.outbox }}"+lt+" has {{ $value }} events whose publish result is unknown: the broker may hold them, so their retry may duplicate them.",
-				nil))
+				own))
 		}
 		if hasDead(o) {
 			rules = append(rules, b.alert("OutboxDeadEvents", SeverityWarning,
@@ -48,7 +50,7 @@ func (b *builder) outboxAlerts() []Rule {
 				"5m",
 				"Outbox events were abandoned.",
 				"Outbox {{ $labels.outbox }}"+lt+" holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",
-				nil))
+				own))
 		}
 	}
 	return rules

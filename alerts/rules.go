@@ -55,7 +55,7 @@ func Build(cfg *config.Config) (File, error) {
 	if cfg == nil {
 		return File{}, fmt.Errorf("build rules: no config")
 	}
-	b := &builder{cfg: cfg, sel: strings.TrimSpace(cfg.Alerting.Selector)}
+	b := &builder{cfg: cfg, sel: strings.TrimSpace(cfg.Alerting.Selector), cluster: strings.TrimSpace(cfg.Alerting.ClusterLabel)}
 	f := File{Groups: []Group{
 		// The burn-rate alerts sit in the group of the recording rules
 		// they read: rules of one group run in order on the same
@@ -130,7 +130,22 @@ func RecordNames(f File) []string {
 type builder struct {
 	cfg *config.Config
 	sel string
-	err error
+	// cluster is the configured cluster label, "" for none.
+	cluster string
+	err     error
+}
+
+// by returns the labels an aggregation keeps: the cluster label (when
+// configured), job, then labels, joined for by (...) and on (...). A
+// ruler evaluating several Prometheus servers' series at once would
+// otherwise add up, or hide, different clusters.
+func (b *builder) by(labels ...string) string {
+	var out []string
+	if b.cluster != "" {
+		out = append(out, b.cluster)
+	}
+	out = append(out, "job")
+	return strings.Join(append(out, labels...), ", ")
 }
 
 // selector returns a series selector joining the configured selector with
@@ -209,12 +224,12 @@ func (b *builder) alert(name, severity, expr, forDur, summary, description strin
 }
 
 // outboxBy returns the grouping labels of an outbox's per-label metrics.
-func outboxBy(o *config.Outbox) []string {
-	by := []string{"job", "outbox"}
+func (b *builder) outboxBy(o *config.Outbox) string {
+	by := []string{"outbox"}
 	for _, l := range o.Labels {
 		by = append(by, l.Name)
 	}
-	return by
+	return b.by(by...)
 }
 
 // labelText renders an outbox's configured labels for a description:

@@ -12,26 +12,50 @@ import (
 // error budget is counted over.
 var SLOWindows = []string{"5m", "30m", "1h", "2h", "6h", "1d", "3d", "30d"}
 
+// BudgetWindow is the window the error budget is counted over. Its ratio
+// is built from the 5-minute recordings, not from rate() over raw
+// counters: Prometheus keeps 15 days by default, and a 30-day range over
+// raw counters of many label values is heavy. The ratio is only as long
+// as the retention of the recordings (see README, "Alerting").
+const BudgetWindow = "30d"
+
 // ErrorRatioRecord is the name of the recording rule holding the share of
 // events published after their deadline over window.
 func ErrorRatioRecord(window string) string {
 	return "outbox:published_late_events:ratio_rate" + window
 }
 
+// Names of the 5-minute rates the 30-day ratio adds up.
+const (
+	PublishedRateRecord = "outbox:published_events:rate5m"
+	LateRateRecord      = "outbox:published_late_events:rate5m"
+)
+
 // burn is one multiwindow burn-rate condition: the error ratio over both
 // the long and the short window exceeds factor times the error budget.
 type burn struct {
-	factor      string
+	factor      float64
 	long, short string
+	severity    string
+	forDur      string
 }
 
 // Burn-rate conditions of the SRE workbook: 2% of a 30-day budget in an
 // hour and 5% in six hours page; 10% in three days and the whole budget
-// at the rate of one in three days open a ticket.
-var (
-	pageBurns   = []burn{{"14.4", "1h", "5m"}, {"6", "6h", "30m"}}
-	ticketBurns = []burn{{"3", "1d", "2h"}, {"1", "3d", "6h"}}
-)
+// at the rate of one in three days open a ticket. Each is a rule of its
+// own, told apart by its long and short labels (as pyrra does), so that
+// the description can say how soon the budget is gone.
+var burns = []burn{
+	{14.4, "1h", "5m", SeverityCritical, "2m"},
+	{6, "6h", "30m", SeverityCritical, "15m"},
+	{3, "1d", "2h", SeverityWarning, "1h"},
+	{1, "3d", "6h", SeverityWarning, "3h"},
+}
+
+// MinLateEvents is the low-traffic guard of the burn-rate alerts: the
+// long window must hold at least this many late events. One late event
+// among a handful an hour is a large ratio but no reason to page.
+const MinLateEvents = 3
 
 // sloRecords are the error ratios of the publish-within-deadline SLO: of
 // the events seen becoming published, the share published late.
@@ -39,13 +63,21 @@ func (b *builder) sloRecords() []Rule {
 	if !b.anySLO() {
 		return nil
 	}
-	var rules []Rule
+	by := b.by("outbox")
+	rules := []Rule{
+		{Record: PublishedRateRecord, Expr: fmt.Sprintf("sum by (%s) (rate(outbox_published_events_total%s[5m]))", by, b.selector())},
+		{Record: LateRateRecord, Expr: fmt.Sprintf("sum by (%s) (rate(outbox_published_late_events_total%s[5m]))", by, b.selector())},
+	}
 	for _, w := range SLOWindows {
-		rules = append(rules, Rule{
-			Record: ErrorRatioRecord(w),
-			Expr: fmt.Sprintf("sum by (job, outbox) (rate(outbox_published_late_events_total%s[%s]))\n/\nsum by (job, outbox) (rate(outbox_published_events_total%s[%s]))",
-				b.selector(), w, b.selector(), w),
-		})
+		expr := fmt.Sprintf("sum by (%s) (rate(outbox_published_late_events_total%s[%s]))\n/\nsum by (%s) (rate(outbox_published_events_total%s[%s]))",
+			by, b.selector(), w, by, b.selector(), w)
+		if w == BudgetWindow {
+			// Sums of equally spaced 5-minute rates are proportional to
+			// the counts: their quotient is the 30-day share of late
+			// events, not an average of ratios.
+			expr = fmt.Sprintf("sum_over_time(%s[%s])\n/\nsum_over_time(%s[%s])", LateRateRecord, w, PublishedRateRecord, w)
+		}
+		rules = append(rules, Rule{Record: ErrorRatioRecord(w), Expr: expr})
 	}
 	return rules
 }
@@ -71,30 +103,28 @@ func (b *builder) sloAlerts() []Rule {
 		}
 		obj := strconv.FormatFloat(o.SLOObjective, 'f', -1, 64)
 		pct := strconv.FormatFloat(o.SLOObjective*100, 'f', -1, 64) + "%"
-		rules = append(rules,
-			b.alert("OutboxPublishDeadlineBudgetBurn", SeverityCritical, burnExpr(name, obj, pageBurns), "2m",
-				"Events are published late fast enough to spend the error budget within days.",
-				"{{ $value | humanizePercentage }} of the events of outbox {{ $labels.outbox }} were published after their deadline over the last hour (or six hours); the objective is "+pct+" on time. At this rate the 30-day error budget is gone in two days or less.",
-				nil),
-			b.alert("OutboxPublishDeadlineBudgetBurn", SeverityWarning, burnExpr(name, obj, ticketBurns), "15m",
-				"Events are published late fast enough to spend the error budget this month.",
-				"{{ $value | humanizePercentage }} of the events of outbox {{ $labels.outbox }} were published after their deadline over the last day (or three days); the objective is "+pct+" on time. At this rate the 30-day error budget is gone before the month ends.",
-				nil),
-		)
+		for _, c := range burns {
+			days := strconv.FormatFloat(float64(int(300/c.factor+0.5))/10, 'f', -1, 64)
+			summary := "Events are published late fast enough to spend the error budget within days."
+			if c.severity == SeverityWarning {
+				summary = "Events are published late fast enough to spend the error budget this month."
+			}
+			rules = append(rules, b.alert("OutboxPublishDeadlineBudgetBurn", c.severity, b.burnExpr(name, obj, c), c.forDur,
+				summary,
+				fmt.Sprintf("{{ $value | humanizePercentage }} of the events of outbox {{ $labels.outbox }} were published after their deadline over the last %s (and the last %s); the objective is %s on time. At this rate the 30-day error budget is gone in %s days.",
+					c.long, c.short, pct, days),
+				map[string]string{"outbox": name, "long": c.long, "short": c.short}))
+		}
 	}
 	return rules
 }
 
-// burnExpr ORs the burn conditions of one outbox with objective obj.
-func burnExpr(outbox, obj string, burns []burn) string {
+// burnExpr is one burn condition of one outbox with objective obj, guarded
+// against low traffic.
+func (b *builder) burnExpr(outbox, obj string, c burn) string {
 	m := "{" + eq("outbox", outbox) + "}"
-	var s string
-	for i, c := range burns {
-		if i > 0 {
-			s += "\nor\n"
-		}
-		s += fmt.Sprintf("(\n  %s%s > (%s * (1 - %s))\nand\n  %s%s > (%s * (1 - %s))\n)",
-			ErrorRatioRecord(c.long), m, c.factor, obj, ErrorRatioRecord(c.short), m, c.factor, obj)
-	}
-	return s
+	f := strconv.FormatFloat(c.factor, 'f', -1, 64)
+	return fmt.Sprintf("%s%s > (%s * (1 - %s))\nand\n%s%s > (%s * (1 - %s))\nand on (%s)\nsum by (%s) (increase(outbox_published_late_events_total%s[%s])) >= %d",
+		ErrorRatioRecord(c.long), m, f, obj, ErrorRatioRecord(c.short), m, f, obj,
+		b.by("outbox"), b.by("outbox"), b.selector(eq("outbox", outbox)), c.long, MinLateEvents)
 }

@@ -13,7 +13,7 @@ const AuditUID = "outbox-audit"
 
 // Audit shows what the audit of each outbox against its topics found.
 func Audit(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(newDashboard(cfg, AuditUID, "Outbox / Audit",
+	return finish(cfg)(newDashboard(cfg, AuditUID, "Outbox / Audit",
 		"Sampled outbox events compared with the topics their relays publish to: silent loss, lost acknowledgements and duplicates.").
 		WithRow(dashboard.NewRowBuilder("Findings")).
 		WithPanel(graph("Silent loss",

@@ -15,7 +15,7 @@ const CDCUID = "outbox-cdc"
 // replication slot is behind, in time against its deadline and in WAL
 // bytes, whether a connector holds it, and whether its WAL is safe.
 func CDC(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(newDashboard(cfg, CDCUID, "Outbox / Change data capture",
+	return finish(cfg)(newDashboard(cfg, CDCUID, "Outbox / Change data capture",
 		"Outboxes published by a connector (Debezium) from a logical replication slot: the slot's confirmed position is the pending backlog.").
 		WithRow(dashboard.NewRowBuilder("Change data capture")).
 		WithPanel(dashedQuery(graph("Slot lag",

@@ -14,7 +14,7 @@ const ExporterUID = "outbox-exporter"
 // Exporter shows whether outbox_exporter itself works: scrapes, each
 // collector's success and duration, and config reloads.
 func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(newDashboard(cfg, ExporterUID, "Outbox / Exporter health",
+	return finish(cfg)(newDashboard(cfg, ExporterUID, "Outbox / Exporter health",
 		"Health of outbox_exporter itself: a failing collector hides the metrics every other dashboard and alert relies on.").
 		WithRow(dashboard.NewRowBuilder("Collectors")).
 		WithPanel(graph("Collector success",

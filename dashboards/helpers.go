@@ -24,7 +24,7 @@ func datasource() common.DataSourceRef {
 // newDashboard starts a dashboard with the fixed uid, the common tags,
 // links to its siblings and the datasource, job and instance variables.
 func newDashboard(cfg *config.Config, uid, title, description string) *dashboard.DashboardBuilder {
-	return dashboard.NewDashboardBuilder(title).
+	d := dashboard.NewDashboardBuilder(title).
 		Uid(uid).
 		Description(description).
 		Tags([]string{Tag}).
@@ -41,17 +41,22 @@ func newDashboard(cfg *config.Config, uid, title, description string) *dashboard
 			KeepTime(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 			Label("Data source").
-			Type("prometheus")).
-		WithVariable(labelVariable(cfg, "job")).
+			Type("prometheus"))
+	if clusterLabel(cfg) != "" {
+		d.WithVariable(clusterVariable(cfg))
+	}
+	return d.WithVariable(labelVariable(cfg, "job")).
 		WithVariable(labelVariable(cfg, "instance"))
 }
 
 // labelVariable is a multi-value query variable over the exporter's
-// targets whose "All" matches any value.
+// targets whose "All" matches any value. Its label is the name title-cased
+// ("Job", "Instance"), as dashboard-linter's template-job-rule and
+// template-instance-rule want.
 func labelVariable(cfg *config.Config, label string) *dashboard.QueryVariableBuilder {
 	q := "label_values(outbox_exporter_build_info" + buildInfoSelector(cfg, label) + ", " + label + ")"
 	return dashboard.NewQueryVariableBuilder(label).
-		Label(label).
+		Label(strings.ToUpper(label[:1]) + label[1:]).
 		Datasource(datasource()).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
 		Definition(q).
@@ -69,6 +74,9 @@ func buildInfoSelector(cfg *config.Config, label string) string {
 	if s := strings.TrimSpace(cfg.Alerting.Selector); s != "" {
 		ms = append(ms, s)
 	}
+	if cl := clusterLabel(cfg); cl != "" && label != cl {
+		ms = append(ms, cl+`=~"$`+cl+`"`)
+	}
 	if label == "instance" {
 		ms = append(ms, `job=~"$job"`)
 	}
@@ -82,6 +90,53 @@ func buildInfoSelector(cfg *config.Config, label string) string {
 // and extra matchers.
 func sel(extra ...string) string {
 	return "{" + strings.Join(append([]string{`job=~"$job"`, `instance=~"$instance"`}, extra...), ", ") + "}"
+}
+
+// filterVariable is a multi-value variable over the values of label on
+// metric, for the chosen jobs and instances. Its "All" is ".*", not ".+":
+// it must keep the series that lack the label (an outbox configured
+// without it).
+func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
+	q := "label_values(" + metric + sel() + ", " + label + ")"
+	return dashboard.NewQueryVariableBuilder(label).
+		Label(strings.ToUpper(label[:1]) + strings.ReplaceAll(label[1:], "_", " ")).
+		Datasource(datasource()).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
+		Definition(q).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).
+		IncludeAll(true).
+		AllValue(".*")
+}
+
+// outboxVariables are the filter variables of the outboxes' label columns
+// (event type, destination...).
+func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
+	for _, l := range outboxLabels(cfg) {
+		d.WithVariable(filterVariable(l, "outbox_oldest_pending_age_seconds"))
+	}
+}
+
+// outboxSel is sel for a metric that carries the outboxes' label columns:
+// each filtered by its variable.
+func outboxSel(cfg *config.Config, extra ...string) string {
+	var ms []string
+	for _, l := range outboxLabels(cfg) {
+		ms = append(ms, l+`=~"$`+l+`"`)
+	}
+	return sel(append(ms, extra...)...)
+}
+
+// groupSel is sel for a consumer group's metric, filtered by the group
+// variable.
+func groupSel(extra ...string) string {
+	return sel(append([]string{`group=~"$group"`}, extra...)...)
+}
+
+// groupVariable filters consumer groups.
+func groupVariable() *dashboard.QueryVariableBuilder {
+	return filterVariable("group", "outbox_consumer_group_members")
 }
 
 // recordSel is the selector of a recording rule's series, which keep job
@@ -168,12 +223,24 @@ func latencyHeatmap(title, description, expr string) *heatmap.PanelBuilder {
 			Range())
 }
 
-// finish builds a dashboard and numbers its rows and panels in order, so
-// that panel links and the generated JSON stay stable.
-func finish(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
-	if err != nil {
-		return d, err
+// finish returns what finishes a built dashboard of cfg: it scopes the
+// queries to the cluster label when cfg has one, and numbers the rows and
+// panels in order, so that panel links and the generated JSON stay
+// stable. Called as finish(cfg)(builder.Build()).
+func finish(cfg *config.Config) func(dashboard.Dashboard, error) (dashboard.Dashboard, error) {
+	return func(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
+		if err != nil {
+			return d, err
+		}
+		if cl := clusterLabel(cfg); cl != "" {
+			newClusterScoper(cl).apply(&d)
+		}
+		return number(d), nil
 	}
+}
+
+// number numbers a dashboard's rows and panels in order.
+func number(d dashboard.Dashboard) dashboard.Dashboard {
 	var id uint32
 	for _, p := range d.Panels {
 		id++
@@ -188,5 +255,5 @@ func finish(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
 			}
 		}
 	}
-	return d, nil
+	return d
 }

@@ -26,30 +26,39 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 	lg := legend(append([]string{"outbox"}, labels...)...)
 
 	d := newDashboard(cfg, OverviewUID, "Outbox / Overview",
-		"Unpublished outbox events against their notification deadlines, where they are stuck, publish rate and latency, and the publish-within-deadline SLO.").
-		WithRow(dashboard.NewRowBuilder("Deadlines")).
+		"Is anything late and where: unpublished outbox events against their notification deadlines, where they are stuck, publish rate and latency, and the publish-within-deadline SLO.")
+	outboxVariables(d, cfg)
+	if len(cfg.Kafka) > 0 {
+		d.WithVariable(groupVariable())
+	}
+	whereRow(d, cfg)
+	// Series of one outbox come from every replica (max over them), and
+	// each label value is a series of its own: totals are the sum over
+	// label values of the max over replicas.
+	osel := outboxSel(cfg)
+	d.WithRow(dashboard.NewRowBuilder("Deadlines")).
 		WithPanel(dashedQuery(graph("Oldest unpublished event vs deadline",
 			"Age of the oldest unpublished row of each outbox and label values (solid) against the deadline configured for them (dashed red). A solid line above its dashed line is a missed notification deadline: OutboxNotificationDeadlineMissed pages.",
 			"s",
-			target{fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)", by, sel()), lg + " age"},
-			target{fmt.Sprintf("max by (%s) (outbox_deadline_seconds%s)", by, sel()), lg + " deadline"},
+			target{fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)", by, osel), lg + " age"},
+			target{fmt.Sprintf("max by (%s) (outbox_deadline_seconds%s)", by, osel), lg + " deadline"},
 		), "B")).
 		WithPanel(graph("Events past their deadline",
 			"Unpublished rows older than their deadline. Anything above zero is an event whose consumers are already late.",
 			"short",
-			target{fmt.Sprintf("max by (%s) (outbox_past_deadline_events%s)", by, sel()), lg},
+			target{fmt.Sprintf("max by (%s) (outbox_past_deadline_events%s)", by, osel), lg},
 		)).
 		WithRow(dashboard.NewRowBuilder("Where events are stuck")).
 		WithPanel(stacked(graph("Events by state",
-			"Unpublished and dead rows by state, stacked: pending (never claimed), in_flight (claimed, lease live), lease_expired (claimed by a relay that died or hung), dead (abandoned).",
+			"Unpublished and dead rows of each outbox by state, all label values added up, stacked: pending (never claimed), in_flight (claimed, lease live), lease_expired (claimed by a relay that died or hung), dead (abandoned).",
 			"short",
-			target{fmt.Sprintf("max by (outbox, state) (outbox_events%s)", sel()), "{{outbox}} {{state}}"},
+			target{fmt.Sprintf("sum by (outbox, state) (max by (%s, state) (outbox_events%s))", by, osel), "{{outbox}} {{state}}"},
 		))).
 		WithPanel(graph("Retried and unknown-result events",
 			"Unpublished rows with at least one publish attempt, and rows whose publish result is unknown: the broker may already hold them, so a retry may duplicate them.",
 			"short",
-			target{fmt.Sprintf("max by (%s) (outbox_retried_events%s)", by, sel()), lg + " retried"},
-			target{fmt.Sprintf("max by (%s) (outbox_unknown_result_events%s)", by, sel()), lg + " unknown result"},
+			target{fmt.Sprintf("max by (%s) (outbox_retried_events%s)", by, osel), lg + " retried"},
+			target{fmt.Sprintf("max by (%s) (outbox_unknown_result_events%s)", by, osel), lg + " unknown result"},
 		)).
 		WithPanel(graph("Lease expiries per minute",
 			"Distinct (row, lease) expiries observed per minute. A steady stream means relays die, hang or overrun their lease while publishing.",
@@ -60,7 +69,7 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(graph("Publish rate",
 			"Rows seen becoming published per second.",
 			"ops",
-			target{fmt.Sprintf("max by (%s) (rate(outbox_published_events_total%s[%s]))", by, sel(), RateInterval), lg},
+			target{fmt.Sprintf("max by (%s) (rate(outbox_published_events_total%s[%s]))", by, osel, RateInterval), lg},
 		)).
 		WithPanel(graph("Publish latency quantiles",
 			"published_at - created_at of the rows seen becoming published: median, 90th and 99th percentile.",
@@ -72,15 +81,23 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 			fmt.Sprintf("sum by (le) (max by (outbox, le) (increase(outbox_publish_latency_seconds_bucket%s[%s])))", sel(), RateInterval),
 		))
 
+	sloRow(d, cfg, by, osel)
+	return finish(cfg)(d.Build())
+}
+
+// sloRow is the publish-within-deadline SLO, for outboxes whose publish
+// time is known: the share on time over all label values, and the error
+// budget left.
+func sloRow(d *dashboard.DashboardBuilder, cfg *config.Config, by, osel string) {
 	if slo := sloTargets(cfg); len(slo) > 0 {
 		d.WithRow(dashboard.NewRowBuilder("SLO: published within deadline")).
 			WithPanel(graph("Share published within deadline",
-				"Of the rows seen becoming published, the share published before their deadline. The objective of each outbox is in its config (slo_objective, default 99.9%).",
+				"Of the rows seen becoming published, the share published before their deadline, over all label values (the max over replicas of each, added up). The objective of each outbox is in its config (slo_objective, default 99.9%).",
 				"percentunit",
-				target{fmt.Sprintf("1 - (max by (outbox) (rate(outbox_published_late_events_total%s[%s])) / max by (outbox) (rate(outbox_published_events_total%s[%s])))", sel(), RateInterval, sel(), RateInterval), "{{outbox}}"},
+				target{fmt.Sprintf("1 - (\n  sum by (outbox) (max by (%[1]s) (rate(outbox_published_late_events_total%[2]s[%[3]s])))\n/\n  sum by (outbox) (max by (%[1]s) (rate(outbox_published_events_total%[2]s[%[3]s])))\n)", by, osel, RateInterval), "{{outbox}}"},
 			).Max(1)).
 			WithPanel(graph("Error budget left (30 days)",
-				"Share of the 30-day error budget not yet spent: 1 - (late share over 30 days) / (1 - objective). Below zero the objective is missed. Needs the generated recording rules.",
+				"Share of the 30-day error budget not yet spent: 1 - (late share over 30 days) / (1 - objective). Below zero the objective is missed. Needs the generated recording rules, kept for 30 days: with less retention the share counts over what is kept.",
 				"percentunit",
 				slo...,
 			).Max(1).Thresholds(dashboard.NewThresholdsConfigBuilder().
@@ -91,15 +108,23 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 					{Value: cog.ToPtr(0.5), Color: "green"},
 				})))
 	}
-	return finish(d.Build())
 }
 
 // latencyQuantile is one quantile of the publish latency.
 func latencyQuantile(q string) target {
 	return target{
 		fmt.Sprintf("histogram_quantile(%s, max by (outbox, le) (rate(outbox_publish_latency_seconds_bucket%s[%s])))", q, sel(), RateInterval),
-		"{{outbox}} p" + strings.TrimPrefix(q, "0."),
+		"{{outbox}} p" + percentile(q),
 	}
+}
+
+// percentile names a quantile as a percentile: 0.5 is 50, 0.99 is 99.
+func percentile(q string) string {
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil {
+		return q
+	}
+	return strconv.FormatFloat(f*100, 'f', -1, 64)
 }
 
 // sloTargets are the error-budget queries of the outboxes whose publish

@@ -14,7 +14,7 @@ const ReconcileUID = "outbox-reconcile"
 // Reconcile shows the gaps the reconcile jobs find between the authority,
 // the outbox and the target, and whether the jobs run.
 func Reconcile(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(newDashboard(cfg, ReconcileUID, "Outbox / Reconcile",
+	return finish(cfg)(newDashboard(cfg, ReconcileUID, "Outbox / Reconcile",
 		"Gaps between the authoritative table, the outbox and the derived target found by each reconcile job, and the health of the jobs.").
 		WithRow(dashboard.NewRowBuilder("Gaps")).
 		WithPanel(stacked(graph("Gaps by kind",

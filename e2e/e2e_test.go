@@ -191,7 +191,7 @@ scrape_configs:
 		}
 	})
 
-	firstScrape := waitScraped(t, ctx, api, time.Minute)
+	firstScrape := waitScraped(t, ctx, api, ScrapeWait)
 	t.Logf("%s: Prometheus scrapes the exporter; healthy for %s", since(began), healthyFor)
 
 	// 3. A healthy minute: no alert.

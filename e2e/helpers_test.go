@@ -8,6 +8,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/demo"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
 func TestShortFor(t *testing.T) {
@@ -28,12 +29,42 @@ func TestShortFor(t *testing.T) {
 	}
 }
 
+// TestScrapeAlertsExist: every alert the test gives StartupFor is one the
+// rules have, so a renamed alert cannot silently lose its margin.
+func TestScrapeAlertsExist(t *testing.T) {
+	t.Setenv("OUTBOX_DSN", "postgres://x@127.0.0.1/app")
+	t.Setenv("SEARCH_DSN", "postgres://x@127.0.0.1/search")
+	cfg, err := config.Load("../deploy/example.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := alerts.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			have[r.Alert] = true
+		}
+	}
+	for name := range ScrapeAlerts {
+		if !have[name] {
+			t.Errorf("ScrapeAlerts names %s, which the rules lack", name)
+		}
+	}
+	if StartupFor <= ScrapeWait {
+		t.Errorf("StartupFor %s does not outlast ScrapeWait %s", StartupFor, ScrapeWait)
+	}
+}
+
 func TestShortenRules(t *testing.T) {
 	in := alerts.File{Groups: []alerts.Group{{Name: "g", Rules: []alerts.Rule{
 		{Record: "r", Expr: "sum(rate(x[30d]))"},
 		{Alert: "A", Expr: "rate(y[10m]) > 0", For: "15m"},
 		{Alert: "B", Expr: "z > 0"},
 		{Alert: "C", Expr: "z > 1", For: "1h30m"},
+		{Alert: "OutboxExporterAbsent", Expr: "absent(up)", For: "5m"},
 	}}}}
 	out, err := ShortenRules(in)
 	if err != nil {
@@ -43,7 +74,7 @@ func TestShortenRules(t *testing.T) {
 	for _, r := range out.Groups[0].Rules {
 		got = append(got, r.Record+r.Alert+":"+r.For+":"+r.Expr)
 	}
-	want := []string{"r::sum(rate(x[30d]))", "A:15s:rate(y[10m]) > 0", "B::z > 0", "C:1m30s:z > 1"}
+	want := []string{"r::sum(rate(x[30d]))", "A:15s:rate(y[10m]) > 0", "B::z > 0", "C:1m30s:z > 1", "OutboxExporterAbsent:2m:absent(up)"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}

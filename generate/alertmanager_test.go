@@ -87,10 +87,13 @@ func TestAlertmanagerInhibition(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	alert := func(name, severity, outbox string) map[string]any {
+	alert := func(name, severity, outbox string, extra ...string) map[string]any {
 		labels := map[string]string{"alertname": name, "severity": severity, "job": "outbox_exporter"}
 		if outbox != "" {
 			labels["outbox"] = outbox
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			labels[extra[i]] = extra[i+1]
 		}
 		return map[string]any{"labels": labels, "startsAt": time.Now().Add(-time.Minute).Format(time.RFC3339)}
 	}
@@ -99,7 +102,10 @@ func TestAlertmanagerInhibition(t *testing.T) {
 		alert("OutboxDeadEvents", "warning", "messages"),
 		alert("OutboxDeadEvents", "warning", "other"),
 		alert("OutboxExporterAbsent", "critical", ""),
-		alert("OutboxCollectorFailing", "warning", ""),
+		alert("OutboxCollectorFailing", "warning", "", "collector", "outbox", "target", "messages", "instance", "a:9899"),
+		alert("OutboxCollectorFailingEverywhere", "critical", "", "collector", "outbox", "target", "messages"),
+		alert("OutboxCollectorFailing", "warning", "", "collector", "kafka", "target", "main", "instance", "a:9899"),
+		alert("OutboxExporterTargetDown", "warning", "", "instance", "b:9899"),
 	})
 	resp, err := client.Post(base+"/alerts", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -115,7 +121,10 @@ func TestAlertmanagerInhibition(t *testing.T) {
 		"OutboxDeadEvents/messages":                 true,
 		"OutboxDeadEvents/other":                    false,
 		"OutboxExporterAbsent/":                     false,
-		"OutboxCollectorFailing/":                   false,
+		"OutboxCollectorFailing/outbox":             true,
+		"OutboxCollectorFailingEverywhere/outbox":   false,
+		"OutboxCollectorFailing/kafka":              false,
+		"OutboxExporterTargetDown/":                 true,
 	}
 	var got map[string]bool
 	for time.Now().Before(deadline.Add(10 * time.Second)) {
@@ -150,7 +159,7 @@ func inhibited(client *http.Client, base string) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for _, a := range alerts {
-		out[a.Labels["alertname"]+"/"+a.Labels["outbox"]] = len(a.Status.InhibitedBy) > 0
+		out[a.Labels["alertname"]+"/"+a.Labels["outbox"]+a.Labels["collector"]] = len(a.Status.InhibitedBy) > 0
 	}
 	return out, nil
 }

@@ -27,10 +27,10 @@ func configMap(config []byte) ([]byte, error) {
 			"name":   "outbox-exporter-config",
 			"labels": map[string]string{"app.kubernetes.io/name": "outbox-exporter"},
 		},
-		"data": map[string]string{"outbox_exporter.yml": string(config)},
+		"data": map[string]string{"outbox_exporter.yml": helmConfig(config)},
 	}
 	var buf bytes.Buffer
-	buf.WriteString("# deploy/example.yml as the exporter's config; kept equal to it by\n# go test ./generate (-update rewrites it).\n")
+	buf.WriteString("# deploy/example.yml as the exporter's config, with a broker address that\n# resolves inside a cluster; kept equal to it by go test ./generate\n# (-update rewrites it).\n")
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(cm); err != nil {
@@ -68,8 +68,11 @@ func TestKubernetesConfigMapIsCurrent(t *testing.T) {
 	if err := yaml.Unmarshal(got, &cm); err != nil {
 		t.Fatal(err)
 	}
-	if cm.Data["outbox_exporter.yml"] != string(example) {
-		t.Error("the ConfigMap's outbox_exporter.yml is not deploy/example.yml")
+	if cm.Data["outbox_exporter.yml"] != helmConfig(example) {
+		t.Error("the ConfigMap's outbox_exporter.yml is not deploy/example.yml with the in-cluster broker")
+	}
+	if strings.Contains(cm.Data["outbox_exporter.yml"], "127.0.0.1") {
+		t.Error("the ConfigMap's config names a loopback address, which no pod can reach")
 	}
 }
 
@@ -105,7 +108,7 @@ func TestKubernetesManifests(t *testing.T) {
 		kind, _ := doc["kind"].(string)
 		kinds[kind] = doc
 	}
-	for _, k := range []string{"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PrometheusRule"} {
+	for _, k := range []string{"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"} {
 		if kinds[k] == nil {
 			t.Fatalf("the kustomization has no %s", k)
 		}
@@ -118,6 +121,15 @@ func TestKubernetesManifests(t *testing.T) {
 	} {
 		if !strings.Contains(string(dep), want) {
 			t.Errorf("Deployment lacks %q", want)
+		}
+	}
+	if strings.Contains(string(dep), ":latest") || !strings.Contains(string(dep), "image: ghcr.io/outbox-exporter/outbox_exporter:v") {
+		t.Error("the Deployment's image is not pinned to a version tag")
+	}
+	np, _ := yaml.Marshal(kinds["NetworkPolicy"])
+	for _, want := range []string{"port: 9899", "port: 53", "port: 5432", "port: 9092", "- Ingress", "- Egress"} {
+		if !strings.Contains(string(np), want) {
+			t.Errorf("NetworkPolicy lacks %q", want)
 		}
 	}
 	sm, _ := yaml.Marshal(kinds["ServiceMonitor"])
@@ -248,5 +260,128 @@ func TestMonitoringRole(t *testing.T) {
 	var ro string
 	if err := appConn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil || ro != "on" {
 		t.Errorf("default_transaction_read_only = %q, %v; want on", ro, err)
+	}
+}
+
+// helmDir is the Helm chart.
+const helmDir = deployDir + "/helm/outbox-exporter"
+
+// helmConfig is the chart's default config: deploy/example.yml with a
+// broker address that resolves inside a cluster.
+func helmConfig(example []byte) string {
+	return strings.Replace(string(example), "brokers: [127.0.0.1:9092]", "brokers: [kafka-bootstrap.kafka.svc:9092]", 1)
+}
+
+// TestHelmChartIsCurrent: the chart's default config is deploy/example.yml
+// (broker aside), and its files/ hold the rules and dashboards generate
+// makes for it; -update rewrites files/.
+func TestHelmChartIsCurrent(t *testing.T) {
+	example, err := os.ReadFile(filepath.Join(deployDir, "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(helmDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Config string `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	if want := helmConfig(example); values.Config != want {
+		t.Errorf("values.yaml config is not deploy/example.yml with the in-cluster broker")
+	}
+	if strings.Contains(values.Config, "127.0.0.1") {
+		t.Error("the chart's config names a loopback address, which no pod can reach")
+	}
+	files, err := Files(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{"outbox.rules.yml": files[RulesFile]}
+	for name, b := range files {
+		if strings.HasPrefix(name, DashboardDir+"/") && strings.HasSuffix(name, ".json") {
+			want["dashboards/"+strings.TrimPrefix(name, DashboardDir+"/")] = b
+		}
+	}
+	for name, b := range want {
+		p := filepath.Join(helmDir, "files", filepath.FromSlash(name))
+		if *update {
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, b) {
+			t.Errorf("%s is not the current output of generate (run go test ./generate -update): %v", p, err)
+		}
+	}
+	have, _ := filepath.Glob(filepath.Join(helmDir, "files", "dashboards", "*.json"))
+	if len(have) != len(want)-1 {
+		t.Errorf("files/dashboards holds %d dashboards, generate makes %d", len(have), len(want)-1)
+	}
+}
+
+// TestDockerignoreKeepsTheBuild: .dockerignore keeps the build context
+// small without dropping a file the image's build compiles or embeds.
+func TestDockerignoreKeepsTheBuild(t *testing.T) {
+	raw, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var excluded []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "!") {
+			excluded = append(excluded, l)
+		}
+	}
+	ignored := func(rel string) bool {
+		parts := strings.Split(rel, "/")
+		for _, pat := range excluded {
+			anyDepth := strings.HasPrefix(pat, "**/")
+			pat = strings.TrimPrefix(pat, "**/")
+			for i := range parts {
+				// A pattern matches a path or a directory above it; a
+				// **/ pattern matches a directory at any depth.
+				candidate := strings.Join(parts[:i+1], "/")
+				if anyDepth {
+					candidate = parts[i]
+				}
+				if ok, _ := filepath.Match(pat, candidate); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !ignored(".git/config") || !ignored("alerts/testdata/multi.yml") || ignored("cmd/outbox_exporter/main.go") {
+		t.Fatal("the .dockerignore matcher of this test is wrong")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}`, "../cmd/outbox_exporter").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fs := strings.Fields(line)
+		rel, err := filepath.Rel(root, fs[0])
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // the standard library and the module cache
+		}
+		for _, f := range fs[1:] {
+			if p := filepath.ToSlash(filepath.Join(rel, f)); ignored(p) {
+				t.Errorf(".dockerignore drops %s, which the build needs", p)
+			}
+		}
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		if ignored(f) {
+			t.Errorf(".dockerignore drops %s", f)
+		}
 	}
 }

@@ -37,6 +37,10 @@ func Files(cfg *config.Config) (map[string][]byte, error) {
 		}
 		out[name] = b
 	}
+	lint := path.Join(DashboardDir, dashboards.LintFile)
+	if out[lint], err = dashboards.LintConfig(ds); err != nil {
+		return nil, fmt.Errorf("render %s: %w", lint, err)
+	}
 	rules, err := alerts.Build(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", RulesFile, err)

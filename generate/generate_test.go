@@ -15,6 +15,7 @@ import (
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"gopkg.in/yaml.v3"
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/dashboards"
@@ -178,6 +179,20 @@ var grafanaUnits = map[string]bool{"s": true, "short": true, "ops": true, "perce
 
 var labelValuesRe = regexp.MustCompile(`^label_values\((.+), *([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
 
+// generatedLint reads the .lint generate writes beside the dashboards.
+func generatedLint(t *testing.T) lintExclusions {
+	t.Helper()
+	files, err := Files(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := loadLintExclusions(files[DashboardDir+"/"+dashboards.LintFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
 func generatedDashboards(t *testing.T) map[string][]byte {
 	t.Helper()
 	files, err := Files(exampleConfig(t))
@@ -186,7 +201,7 @@ func generatedDashboards(t *testing.T) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for name, b := range files {
-		if strings.HasPrefix(name, DashboardDir+"/") {
+		if strings.HasPrefix(name, DashboardDir+"/") && strings.HasSuffix(name, ".json") {
 			out[name] = b
 		}
 	}
@@ -200,9 +215,17 @@ func generatedDashboards(t *testing.T) map[string][]byte {
 // generated JSON, and that every query names only exported metrics.
 func TestDashboardsLint(t *testing.T) {
 	known := exportedMetrics(t)
+	ex := generatedLint(t)
+	for rule, entries := range ex {
+		// Only panels reading a recording rule may skip the instance
+		// matcher; nothing else is excluded.
+		if rule != "target-instance-rule" || len(entries) != 1 {
+			t.Errorf(".lint excludes %s for %v", rule, entries)
+		}
+	}
 	uids := map[string]string{}
 	for name, raw := range generatedDashboards(t) {
-		for _, p := range lintDashboard(raw, known) {
+		for _, p := range lintDashboard(raw, known, ex) {
 			t.Errorf("%s: %s", name, p)
 		}
 		var d struct {
@@ -223,7 +246,7 @@ func TestDashboardsLint(t *testing.T) {
 func TestLintDashboardFindsProblems(t *testing.T) {
 	known := exportedMetrics(t)
 	raw := generatedDashboards(t)[DashboardDir+"/outbox-consumers.json"]
-	if p := lintDashboard(raw, known); len(p) > 0 {
+	if p := lintDashboard(raw, known, nil); len(p) > 0 {
 		t.Fatalf("the generated dashboard fails: %v", p)
 	}
 	firstPanel := func(d map[string]any) map[string]any { return panelsOf(d)[0] }
@@ -239,7 +262,12 @@ func TestLintDashboardFindsProblems(t *testing.T) {
 		{"fixed datasource", func(d map[string]any) { firstPanel(d)["datasource"] = map[string]any{"uid": "prom-1"} }, "does not use ${datasource}"},
 		{"job not multi", func(d map[string]any) { variable(d, "job")["multi"] = false }, "template-job-rule"},
 		{"instance all value", func(d map[string]any) { variable(d, "instance")["allValue"] = "" }, "template-instance-rule"},
-		{"no datasource variable", func(d map[string]any) { variable(d, "datasource")["name"] = "ds" }, "no datasource variable"},
+		{"job labelled in lower case", func(d map[string]any) { variable(d, "job")["label"] = "job" }, "template-job-rule"},
+		{"group not refreshed", func(d map[string]any) { variable(d, "group")["refresh"] = 1.0 }, "template-on-time-change-reload-rule"},
+		{"no instance matcher", func(d map[string]any) {
+			firstPanel(d)["targets"].([]any)[0].(map[string]any)["expr"] = `max(outbox_consumer_group_members{job=~"$job"})`
+		}, `lacks instance`},
+		{"no datasource variable", func(d map[string]any) { variable(d, "datasource")["name"] = "ds" }, "template-datasource-rule"},
 		{"editable", func(d map[string]any) { d["editable"] = true }, "editable"},
 		{"raw counter", func(d map[string]any) {
 			firstPanel(d)["targets"].([]any)[0].(map[string]any)["expr"] = `outbox_audit_duplicates_total{job=~"$job", instance=~"$instance"}`
@@ -251,7 +279,7 @@ func TestLintDashboardFindsProblems(t *testing.T) {
 		}
 		c.break_(d)
 		broken, _ := json.Marshal(d)
-		if p := lintDashboard(broken, known); !strings.Contains(strings.Join(p, "\n"), c.want) {
+		if p := lintDashboard(broken, known, nil); !strings.Contains(strings.Join(p, "\n"), c.want) {
 			t.Errorf("%s: got %q, want a problem containing %q", c.name, p, c.want)
 		}
 	}
@@ -266,96 +294,151 @@ func variable(d map[string]any, name string) map[string]any {
 	return map[string]any{}
 }
 
+// lintExclusions is dashboard-linter's .lint file: rule name to the
+// dashboard and panel titles it does not apply to.
+type lintExclusions map[string]map[[2]string]bool
+
+// loadLintExclusions reads the generated .lint as the linter does.
+func loadLintExclusions(raw []byte) (lintExclusions, error) {
+	var cfg struct {
+		Exclusions map[string]struct {
+			Reason  string `yaml:"reason"`
+			Entries []struct {
+				Dashboard string `yaml:"dashboard"`
+				Panel     string `yaml:"panel"`
+			} `yaml:"entries"`
+		} `yaml:"exclusions"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, err
+	}
+	out := lintExclusions{}
+	for rule, e := range cfg.Exclusions {
+		out[rule] = map[[2]string]bool{}
+		for _, en := range e.Entries {
+			out[rule][[2]string{en.Dashboard, en.Panel}] = true
+		}
+	}
+	return out, nil
+}
+
 // lintDashboard returns what in a dashboard's JSON breaks the rules of
-// grafana/dashboard-linter (template-datasource-rule, template-job-rule,
-// template-instance-rule, template-label-promql-rule,
-// template-on-time-change-reload-rule, panel-datasource-rule,
-// panel-title-description-rule, panel-units-rule, target-promql-rule,
-// target-rate-interval-rule, target-job-rule, target-instance-rule,
-// target-counter-agg-rule, uneditable-dashboard), and queries that name
-// metrics the exporter does not export.
-func lintDashboard(raw []byte, known *metricSet) []string {
+// grafana/dashboard-linter in strict mode (warnings count):
+// template-datasource-rule, template-job-rule and template-instance-rule
+// (labelled "Job" and "Instance", multi, allValue ".+", on $datasource),
+// template-label-promql-rule, template-on-time-change-reload-rule,
+// panel-datasource-rule, panel-title-description-rule, panel-units-rule,
+// panel-no-targets-rule, target-promql-rule, target-rate-interval-rule,
+// target-job-rule and target-instance-rule (every selector, recording
+// rules included, unless .lint excludes the panel), target-counter-agg-rule,
+// uneditable-dashboard; and queries naming metrics the exporter does not
+// export.
+func lintDashboard(raw []byte, known *metricSet, ex lintExclusions) []string {
 	var probs []string
 	fail := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	var d map[string]any
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return []string{err.Error()}
 	}
+	title, _ := d["title"].(string)
 	if d["editable"] != false {
 		fail("dashboard is editable")
 	}
 	vars := map[string]map[string]any{}
+	var names []string
 	tmpl, _ := d["templating"].(map[string]any)
 	list, _ := tmpl["list"].([]any)
+	var datasources []map[string]any
 	for _, v := range list {
 		m, _ := v.(map[string]any)
 		n, _ := m["name"].(string)
 		vars[n] = m
+		names = append(names, n)
+		if m["type"] == "datasource" {
+			datasources = append(datasources, m)
+		}
 	}
-	if ds := vars["datasource"]; ds == nil || ds["type"] != "datasource" || ds["query"] != "prometheus" || ds["label"] != "Data source" {
-		fail("no datasource variable named datasource of type prometheus labelled Data source: %v", ds)
+	if len(datasources) != 1 || datasources[0]["name"] != "datasource" || datasources[0]["query"] != "prometheus" || datasources[0]["label"] != "Data source" {
+		fail("template-datasource-rule: not one datasource variable named datasource of type prometheus labelled Data source: %v", datasources)
 	}
 	for _, label := range []string{"job", "instance"} {
 		v := vars[label]
 		if v == nil {
-			fail("no %s variable", label)
+			fail("template-%s-rule: no %s variable", label, label)
 			continue
 		}
 		dsRef, _ := v["datasource"].(map[string]any)
-		if v["type"] != "query" || v["label"] != label || v["multi"] != true || v["includeAll"] != true || v["allValue"] != ".+" || dsRef["uid"] != "${datasource}" {
-			fail("variable %s does not follow template-%s-rule: %v", label, label, v)
+		want := strings.ToUpper(label[:1]) + label[1:]
+		if v["type"] != "query" || v["label"] != want || v["multi"] != true || v["allValue"] != ".+" || (dsRef["uid"] != "${datasource}" && dsRef["uid"] != "$datasource") {
+			fail("template-%s-rule: variable %s is not a multi query on $datasource labelled %q with allValue .+: %v", label, label, want, v)
+		}
+	}
+	for _, n := range names {
+		v := vars[n]
+		if v["type"] != "query" {
+			continue
 		}
 		if v["refresh"] != float64(dashboard.VariableRefreshOnTimeRangeChanged) {
-			fail("variable %s is not refreshed on time range change", label)
+			fail("template-on-time-change-reload-rule: variable %s is not refreshed on time range change", n)
 		}
 		q, _ := v["query"].(string)
 		sm := labelValuesRe.FindStringSubmatch(q)
-		if sm == nil || sm[2] != label {
-			fail("variable %s query %q is not label_values(selector, %s)", label, q, label)
+		if sm == nil || sm[2] != n {
+			fail("template-label-promql-rule: variable %s query %q is not label_values(selector, %s)", n, q, n)
 			continue
 		}
-		for _, p := range checkExpr(dashboardVars.Replace(sm[1]), known, exprRules{}) {
-			fail("variable %s query %q %s", label, q, p)
+		for _, p := range checkExpr(sm[1], known, exprRules{vars: names}) {
+			fail("template-label-promql-rule: variable %s query %q %s", n, q, p)
 		}
 	}
+	probs = append(probs, lintPanels(d, title, names, known, ex)...)
+	return probs
+}
+
+// lintPanels checks the panel and target rules of dashboard-linter on
+// every panel of d (titled title, with variables names).
+func lintPanels(d map[string]any, title string, names []string, known *metricSet, ex lintExclusions) []string {
+	var probs []string
+	fail := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	panels := panelsOf(d)
 	if len(panels) == 0 {
 		fail("no panels")
 	}
 	ids := map[float64]bool{}
 	for _, p := range panels {
-		title, _ := p["title"].(string)
-		if title == "" {
-			fail("a panel has no title")
+		pt, _ := p["title"].(string)
+		if pt == "" {
+			fail("panel-title-description-rule: a panel has no title")
 		}
 		if desc, _ := p["description"].(string); desc == "" {
-			fail("panel %q has no description", title)
+			fail("panel-title-description-rule: panel %q has no description", pt)
 		}
 		id, _ := p["id"].(float64)
 		if id == 0 || ids[id] {
-			fail("panel %q id %v missing or repeated", title, p["id"])
+			fail("panel %q id %v missing or repeated", pt, p["id"])
 		}
 		ids[id] = true
 		fc, _ := p["fieldConfig"].(map[string]any)
 		defaults, _ := fc["defaults"].(map[string]any)
 		if unit, _ := defaults["unit"].(string); !grafanaUnits[unit] {
-			fail("panel %q has unit %q", title, unit)
+			fail("panel-units-rule: panel %q has unit %q", pt, unit)
 		}
 		if ds, _ := p["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
-			fail("panel %q does not use ${datasource}: %v", title, p["datasource"])
+			fail("panel-datasource-rule: panel %q does not use ${datasource}: %v", pt, p["datasource"])
 		}
 		targets, _ := p["targets"].([]any)
 		if len(targets) == 0 {
-			fail("panel %q has no queries", title)
+			fail("panel-no-targets-rule: panel %q has no queries", pt)
 		}
+		rules := exprRules{dashboard: true, vars: names, noInstance: ex["target-instance-rule"][[2]string{title, pt}]}
 		for _, tg := range targets {
 			m, _ := tg.(map[string]any)
 			if ds, _ := m["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
-				fail("panel %q query %v does not use ${datasource}", title, m["refId"])
+				fail("panel-datasource-rule: panel %q query %v does not use ${datasource}", pt, m["refId"])
 			}
 			expr, _ := m["expr"].(string)
-			for _, prob := range checkExpr(expr, known, exprRules{dashboard: true}) {
-				fail("panel %q query %v %s:\n%s", title, m["refId"], prob, expr)
+			for _, prob := range checkExpr(expr, known, rules) {
+				fail("panel %q query %v %s:\n%s", pt, m["refId"], prob, expr)
 			}
 		}
 	}
@@ -429,7 +512,7 @@ func TestCheckExprFindsProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash := exprRules{dashboard: true}
+	dash := exprRules{dashboard: true, vars: []string{"job", "instance"}}
 	for _, c := range []struct {
 		expr  string
 		rules exprRules
@@ -456,9 +539,9 @@ func TestCheckExprFindsProblems(t *testing.T) {
 
 func TestPromtoolCheckRules(t *testing.T) {
 	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "check", "rules", filepath.Join(deployDir, filepath.FromSlash(RulesFile))).CombinedOutput()
+	out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", filepath.Join(deployDir, filepath.FromSlash(RulesFile))).CombinedOutput()
 	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
+		t.Fatalf("promtool check rules --lint=all --lint-fatal: %v\n%s", err, out)
 	}
 }
 
@@ -475,5 +558,67 @@ func TestAmtoolCheckConfig(t *testing.T) {
 	out, err := exec.Command(amtool, "check-config", filepath.Join(deployDir, "alertmanager.yml")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("amtool check-config deploy/alertmanager.yml: %v\n%s", err, out)
+	}
+}
+
+// TestGenerateNeedsNoSecrets: generate renders the same files from
+// deploy/example.yml whether or not the DSNs' environment variables are
+// set, since it never connects.
+func TestGenerateNeedsNoSecrets(t *testing.T) {
+	want, err := Files(exampleConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"OUTBOX_DSN", "SEARCH_DSN"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	cfg, err := config.LoadWithoutSecrets(filepath.Join(deployDir, "example.yml"))
+	if err != nil {
+		t.Fatalf("load without the DSN variables: %v", err)
+	}
+	got, err := Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d files without the DSN variables, %d with", len(got), len(want))
+	}
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s differs without the DSN variables", name)
+		}
+	}
+}
+
+// TestDashboardsLintWithClusterLabel lints the dashboards made for a
+// config with two of everything and a cluster label: the cluster
+// variable and matchers must not break the linter's rules.
+func TestDashboardsLintWithClusterLabel(t *testing.T) {
+	cfg, err := config.LoadWithoutSecrets("../alerts/testdata/multi.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := loadLintExclusions(files[DashboardDir+"/"+dashboards.LintFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := exportedMetrics(t)
+	n := 0
+	for name, raw := range files {
+		if !strings.HasPrefix(name, DashboardDir+"/") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		n++
+		for _, p := range lintDashboard(raw, known, ex) {
+			t.Errorf("%s: %s", name, p)
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d dashboards, want 5", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,23 +81,30 @@ func loadMetrics(path string) (*metricSet, error) {
 // range can be told apart from one written by hand.
 const rateIntervalMarker = 7777 * time.Second
 
-// Grafana variables are replaced by values that parse and can be
-// recognised afterwards.
-var dashboardVars = strings.NewReplacer(
-	"$__rate_interval", "7777s",
-	"${job}", "__job__",
-	"$job", "__job__",
-	"${instance}", "__instance__",
-	"$instance", "__instance__",
-)
+// dashboardVars replaces Grafana variables by values that parse and can
+// be recognised afterwards: $__rate_interval, and each of vars as
+// __name__.
+func dashboardVars(expr string, vars []string) string {
+	pairs := []string{"$__rate_interval", "7777s"}
+	// Longest names first, so that $instance is not read as $in + stance.
+	sorted := slices.Clone(vars)
+	slices.SortFunc(sorted, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range sorted {
+		pairs = append(pairs, "${"+v+"}", "__"+v+"__", "$"+v, "__"+v+"__")
+	}
+	return strings.NewReplacer(pairs...).Replace(expr)
+}
 
 // exprRules says which dashboard-linter rules an expression must follow
 // beyond parsing and naming exported metrics.
 type exprRules struct {
 	// dashboard: ranges of rate() and increase() are $__rate_interval,
-	// and every selector has job=~"$job" and, unless it selects a
-	// recording rule, instance=~"$instance".
+	// and every selector has job=~"$job" and instance=~"$instance".
 	dashboard bool
+	// noInstance: the linter's .lint excludes target-instance-rule here.
+	noInstance bool
+	// vars are the dashboard's variables.
+	vars []string
 }
 
 var promqlParser = parser.NewParser(parser.Options{})
@@ -105,10 +113,7 @@ var promqlParser = parser.NewParser(parser.Options{})
 // names a metric the exporter does not export, uses a counter outside
 // rate() or increase(), or (for a dashboard) breaks the linter's rules.
 func checkExpr(expr string, known *metricSet, rules exprRules) []string {
-	src := expr
-	if rules.dashboard {
-		src = dashboardVars.Replace(expr)
-	}
+	src := dashboardVars(expr, rules.vars)
 	if strings.Contains(src, "$") {
 		return []string{"uses an unknown Grafana variable"}
 	}
@@ -138,7 +143,7 @@ func checkExpr(expr string, known *metricSet, rules exprRules) []string {
 				if !hasMatcher(n, "job", "__job__") {
 					probs = append(probs, fmt.Sprintf("selector of %q lacks job=~\"$job\"", name))
 				}
-				if !strings.Contains(name, ":") && !hasMatcher(n, "instance", "__instance__") {
+				if !rules.noInstance && !hasMatcher(n, "instance", "__instance__") {
 					probs = append(probs, fmt.Sprintf("selector of %q lacks instance=~\"$instance\"", name))
 				}
 			}

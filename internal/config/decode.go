@@ -45,6 +45,9 @@ type decoder struct {
 	errs  Errors
 	lines map[string]int
 	env   func(string) (string, bool)
+	// secretsUnset keeps ${VAR} of an unset variable as written in secret
+	// values (DSNs, passwords) instead of failing: see ParseWithoutSecrets.
+	secretsUnset bool
 }
 
 func (d *decoder) fail(path string, line int, format string, args ...any) {
@@ -194,6 +197,10 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 			d.fail(path, n.Line, "expected a string, got %s", kindName(n))
 			return
 		}
+		if d.secretsUnset && v.Type() == secretType {
+			v.SetString(d.expandSecret(path, n))
+			return
+		}
 		v.SetString(d.expand(path, n))
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode {
@@ -266,12 +273,16 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
+	return parse(data, &decoder{lines: map[string]int{}, env: env})
+}
+
+// parse decodes and validates data with d.
+func parse(data []byte, d *decoder) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	cfg := &Config{}
-	d := &decoder{lines: map[string]int{}, env: env}
 	if len(root.Content) > 0 {
 		d.decode("", root.Content[0], reflect.ValueOf(cfg).Elem())
 	}

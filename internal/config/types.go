@@ -232,4 +232,10 @@ type Alerting struct {
 	// RunbookURL is the base of every alert's runbook_url; a "#anchor"
 	// naming the alert is appended.
 	RunbookURL string `yaml:"runbook_url"`
+	// ClusterLabel is the label that tells Prometheus servers (or
+	// Kubernetes clusters) apart where rules are evaluated over several
+	// of them (a Thanos or Mimir ruler): every aggregation keeps it and
+	// absence is judged per value. The mixins' clusterLabel. Default
+	// empty: one Prometheus.
+	ClusterLabel string `yaml:"cluster_label"`
 }

@@ -205,6 +205,7 @@ func (c *Config) validate() Errors {
 		v.audit("audit."+name, name, c.Audit[name])
 	}
 	v.cdcs()
+	v.alerting("alerting", &c.Alerting)
 	return v.errs
 }
 

@@ -1,0 +1,90 @@
+package alerts
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Thresholds of the collector alerts: the share of failed collections
+// over CollectorWindow above which one replica's collector opens a
+// ticket, and above which the collector failing on every replica pages.
+// A share, not "== 0 for 10m": a collector failing nine scrapes in ten
+// is as blind as one failing all, yet never stays at zero for long.
+const (
+	CollectorWindow        = "15m"
+	CollectorFailingShare  = 0.25
+	CollectorBlindingShare = 0.5
+)
+
+// exporterAlerts fire when the exporter is gone, a replica is down, a
+// collector fails or a config reload failed: each blinds the alerts
+// above.
+func (b *builder) exporterAlerts() []Rule {
+	success := "outbox_exporter_collector_success" + b.selector()
+	return []Rule{
+		b.alert("OutboxExporterAbsent", SeverityCritical, b.absentExpr(), "5m",
+			"outbox_exporter has disappeared from Prometheus.",
+			"No outbox_exporter matching "+b.describeSelector()+b.inCluster()+" has been scraped for 5 minutes: deadline, lag and loss alerts cannot fire.",
+			nil),
+		// A down replica is a ticket: the other replicas still watch, but
+		// the next loss is an outage.
+		b.alert("OutboxExporterTargetDown", SeverityWarning,
+			fmt.Sprintf("up%s == 0", b.selector()),
+			"10m",
+			"An outbox_exporter replica cannot be scraped.",
+			"Prometheus has failed to scrape outbox_exporter on {{ $labels.instance }}"+b.inCluster()+" for 10 minutes: one replica fewer watches the outboxes, and the alerts go blind if the others fail too.",
+			nil),
+		b.alert("OutboxCollectorFailing", SeverityWarning,
+			fmt.Sprintf("1 - avg_over_time(%s[%s]) > %g", success, CollectorWindow, CollectorFailingShare),
+			"5m",
+			"An outbox_exporter collector is failing.",
+			"Collector {{ $labels.collector }} for target {{ $labels.target }} on {{ $labels.instance }} failed {{ $value | humanizePercentage }} of its collections over the last "+CollectorWindow+": its metrics come and go and the alerts on them may not fire.",
+			nil),
+		// Every replica failing one collector blinds its critical alerts
+		// (deadlines, lag, loss): that pages.
+		b.alert("OutboxCollectorFailingEverywhere", SeverityCritical,
+			fmt.Sprintf("min by (%s) (1 - avg_over_time(%s[%s])) > %g", b.by("collector", "target"), success, CollectorWindow, CollectorBlindingShare),
+			"5m",
+			"An outbox_exporter collector fails on every replica.",
+			"Collector {{ $labels.collector }} for target {{ $labels.target }}"+b.inCluster()+" failed at least {{ $value | humanizePercentage }} of its collections over the last "+CollectorWindow+" on every replica: the alerts on its metrics (deadlines, lag, loss) cannot fire.",
+			nil),
+		b.alert("OutboxExporterConfigReloadFailed", SeverityWarning,
+			fmt.Sprintf("outbox_exporter_config_last_reload_successful%s == 0", b.selector()),
+			"10m",
+			"outbox_exporter failed to reload its configuration.",
+			"outbox_exporter on {{ $labels.instance }} could not load its changed configuration and still runs the previous one.",
+			nil),
+	}
+}
+
+// absentExpr is true when no exporter is scraped. With a cluster label it
+// is also true per cluster: absent() sees the series of every cluster a
+// global ruler evaluates, so one cluster losing all its exporters would
+// not make it true. A cluster whose exporters were seen in the last day
+// and are gone now is absent.
+func (b *builder) absentExpr() string {
+	info := "outbox_exporter_build_info" + b.selector()
+	expr := fmt.Sprintf("absent(%s)", info)
+	if b.cluster == "" {
+		return expr
+	}
+	return fmt.Sprintf("%s\nor\nmax by (%s) (max_over_time(%s[1d]))\nunless on (%s)\nmax by (%s) (%s)",
+		expr, b.by(), info, b.by(), b.by(), info)
+}
+
+// inCluster names the cluster of an alert in a description, when there is
+// a cluster label.
+func (b *builder) inCluster() string {
+	if b.cluster == "" {
+		return ""
+	}
+	return fmt.Sprintf("{{ if $labels.%[1]s }} in %[1]s {{ $labels.%[1]s }}{{ end }}", b.cluster)
+}
+
+// describeSelector renders the configured selector for a description.
+func (b *builder) describeSelector() string {
+	if b.sel == "" {
+		return "any selector"
+	}
+	return "{" + strings.ReplaceAll(b.sel, `"`, "'") + "}"
+}

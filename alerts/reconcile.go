@@ -1,0 +1,148 @@
+package alerts
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// DefaultReconcileInterval is the interval assumed for a reconcile schedule
+// whose activations cannot be worked out.
+const DefaultReconcileInterval = time.Hour
+
+// Bounds of the time a reconcile run is expected to take: its schedule's
+// interval, but at least MinRunTime (a job every minute may well take
+// more than a minute on a big window) and at most MaxRunTime (a daily
+// job taking a day is stuck, not slow).
+const (
+	MinRunTime = 5 * time.Minute
+	MaxRunTime = 6 * time.Hour
+)
+
+// RunLimit is how long a run of a job on schedule may take before
+// OutboxReconcileRunTooLong fires.
+func RunLimit(schedule string) time.Duration {
+	return min(max(ScheduleInterval(schedule), MinRunTime), MaxRunTime)
+}
+
+// SuccessLimit is how long a job on schedule may go without a success
+// before OutboxReconcileNotSucceeding fires: one interval for the run
+// that should have come, and the run's own limit for it to end. It is
+// not a multiple of the interval: a daily job alerts a day and a few
+// hours after its last success, not three days later.
+func SuccessLimit(schedule string) time.Duration {
+	return ScheduleInterval(schedule) + RunLimit(schedule)
+}
+
+// reconcileAlerts fire on gaps between the authority, the outbox and the
+// target, and on reconcile jobs that stopped succeeding or whose run does
+// not end.
+func (b *builder) reconcileAlerts() []Rule {
+	if len(b.cfg.Reconcile) == 0 {
+		return nil
+	}
+	rules := []Rule{
+		b.alert("OutboxReconcileMissingOutbox", SeverityCritical,
+			fmt.Sprintf("max by (%s) (outbox_reconcile_gaps%s) > 0", b.by("reconcile"), b.selector(eq("kind", "missing_outbox"))),
+			"1m",
+			"Committed rows have no outbox event: their events are lost.",
+			"Reconcile job {{ $labels.reconcile }} found {{ $value }} committed authority rows with no outbox row for their key and version: the events were never written and no relay will ever publish them.",
+			nil),
+		b.alert("OutboxReconcileGaps", SeverityWarning,
+			fmt.Sprintf("max by (%s) (outbox_reconcile_gaps%s) > 0", b.by("reconcile", "kind"), b.selector(`kind!="missing_outbox"`)),
+			"10m",
+			"The target of a reconcile job disagrees with its authority.",
+			"Reconcile job {{ $labels.reconcile }} found {{ $value }} gaps of kind {{ $labels.kind }} between the authority and the target.",
+			nil),
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
+		rules = append(rules, b.reconcileJobAlerts(name, b.cfg.Reconcile[name])...)
+	}
+	return rules
+}
+
+// reconcileJobAlerts are the alerts on one job's runs, labelled with the
+// job so that two jobs' rules are told apart.
+func (b *builder) reconcileJobAlerts(name string, r *config.ReconcileJob) []Rule {
+	sel := b.selector(eq("reconcile", name))
+	by := b.by("reconcile")
+	limit := int64(SuccessLimit(r.Schedule) / time.Second)
+	lookback := model.Duration(SuccessLimit(r.Schedule)).String()
+	own := map[string]string{"reconcile": name}
+	// The last success is taken over the lookback, not from the current
+	// series: the series is gone from a restarted exporter until its next
+	// success (a daily job's: up to a day), and a restart must not hide
+	// how long ago the job last succeeded. A job monitored at some time in
+	// the lookback before that (so for at least the limit) without any
+	// success sample since (it never succeeded, or not since before the
+	// lookback) gives the limit as its value. The earlier span is a whole
+	// lookback, not a moment, so that an exporter down at that moment
+	// does not hide the job.
+	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s])) > %[4]d\nor\n"+
+		"max by (%[1]s) (present_over_time(outbox_reconcile_running_seconds%[2]s[%[3]s] offset %[3]s)) * %[4]d\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s]))",
+		by, sel, lookback, limit)
+	return []Rule{
+		b.alert("OutboxReconcileNotSucceeding", SeverityWarning, notSucceeding, "5m",
+			"A reconcile job has not succeeded since its last scheduled run should have ended.",
+			fmt.Sprintf("Reconcile job {{ $labels.reconcile }} has not succeeded for {{ $value | humanizeDuration }}; it is scheduled %s and a run may take %s, so the run that should have ended by now failed, never ran or never ended. Lost events go unnoticed meanwhile.",
+				quoteSchedule(r.Schedule), model.Duration(RunLimit(r.Schedule))),
+			own),
+		b.alert("OutboxReconcileRunTooLong", SeverityWarning,
+			fmt.Sprintf("max by (%s) (outbox_reconcile_running_seconds%s) > %d", by, sel, int64(RunLimit(r.Schedule)/time.Second)),
+			"5m",
+			"A reconcile run has been running longer than its schedule allows.",
+			fmt.Sprintf("The run of reconcile job {{ $labels.reconcile }} in progress has been running for {{ $value | humanizeDuration }}, more than the %s a run scheduled %s may take: it is stuck (a held lock, a slow target) and no run of the job ends meanwhile, the first one included.",
+				model.Duration(RunLimit(r.Schedule)), quoteSchedule(r.Schedule)),
+			own),
+	}
+}
+
+// quoteSchedule renders a schedule for a description.
+func quoteSchedule(s string) string {
+	if strings.HasPrefix(s, "@every ") {
+		return "every " + strings.TrimPrefix(s, "@every ")
+	}
+	return "at \"" + s + "\""
+}
+
+// ScheduleInterval returns the longest time between two runs of a cron
+// schedule: the duration of "@every 5m", or the largest gap between the
+// activations of a cron spec over 35 days from a fixed date (so that the
+// result does not depend on when it is computed). A schedule that does not
+// parse gives DefaultReconcileInterval.
+func ScheduleInterval(spec string) time.Duration {
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(rest)); err == nil && d > 0 {
+			return d
+		}
+		return DefaultReconcileInterval
+	}
+	s, err := config.CronParser.Parse(spec)
+	if err != nil {
+		return DefaultReconcileInterval
+	}
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	end := start.Add(35 * 24 * time.Hour)
+	var longest time.Duration
+	prev := s.Next(start)
+	for i := 0; i < 100000 && !prev.IsZero() && prev.Before(end); i++ {
+		next := s.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if gap := next.Sub(prev); gap > longest {
+			longest = gap
+		}
+		prev = next
+	}
+	if longest <= 0 {
+		return DefaultReconcileInterval
+	}
+	return longest
+}
