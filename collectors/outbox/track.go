@@ -29,6 +29,8 @@ type PublishedRow struct {
 	PublishedAt int64
 	// Latency is published_at - created_at in seconds.
 	Latency float64
+	// NoReceipt: the receipt column is NULL or empty (receipt.go).
+	NoReceipt bool
 }
 
 // Watermark decides which rows crossed a point in time since the last

@@ -186,6 +186,7 @@ func (c *Config) validate() Errors {
 	for _, name := range slices.Sorted(maps.Keys(c.Audit)) {
 		v.audit("audit."+name, name, c.Audit[name])
 	}
+	v.order()
 	return v.errs
 }
 
