@@ -37,7 +37,7 @@ type Report struct {
 	// Inversions lists the last order inversions (order.go), with
 	// aggregate and sequence configured.
 	Inversions []Inversion `json:"order_inversions,omitempty"`
-	Error           string `json:"error,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // Report returns the last comparison's findings.
