@@ -1,7 +1,9 @@
 package outbox
 
 import (
+	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -213,4 +215,113 @@ func orderNeeds(o *config.Outbox) []columnNeed {
 		out = append(out, columnNeed{"receipt", o.Receipt, anyType, ""})
 	}
 	return out
+}
+
+// stuckOrderQuery reads the out-of-order rows among at most max_count+1
+// unpublished rows, oldest first, at most $1, with the columns of
+// StuckQuery followed by the aggregate, the sequence and the highest
+// published sequence of the aggregate (the one that overtook it).
+func (s *Spec) stuckOrderQuery() string {
+	o := s.O
+	sel := []string{col(o.ID) + "::text"}
+	sel = append(sel, s.factExprs()...)
+	sel = append(sel, s.labelExprs()...)
+	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+ts(o.CreatedAt)+")::float8, 0), 0)")
+	if o.Attempts != "" {
+		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
+	} else {
+		sel = append(sel, "0::int8")
+	}
+	if o.LastError != "" {
+		sel = append(sel, "coalesce(left("+col(o.LastError)+"::text, "+strconv.Itoa(LastErrorChars)+"), '')")
+	} else {
+		sel = append(sel, "''::text")
+	}
+	inner := make([]string, len(sel))
+	outer := make([]string, len(sel))
+	for i, x := range sel {
+		inner[i] = x + " AS s" + strconv.Itoa(i)
+		outer[i] = "u.s" + strconv.Itoa(i)
+	}
+	inner = append(inner, col(o.Aggregate)+" AS ag", col(o.Sequence)+" AS sq", col(o.CreatedAt)+" AS ord")
+	over := fmt.Sprintf(`(SELECT max(%s) FROM %s t WHERE %s)::text`, col(o.Sequence), s.table,
+		s.where(col(o.Aggregate)+" = u.ag", col(o.Sequence)+" > u.sq", s.publishedPredicate("t.")))
+	return fmt.Sprintf(`SELECT %s, u.ag::text, u.sq::text, %s
+FROM (SELECT %s FROM %s t WHERE %s LIMIT %d) u
+WHERE EXISTS (%s) ORDER BY u.ord LIMIT $1`,
+		strings.Join(outer, ", "), over, strings.Join(inner, ", "), s.table, s.where(s.UnpublishedPredicate()),
+		o.MaxCount+1, s.overtaken("u"))
+}
+
+// withOrder adds to the oldest rows of a stuck-rows answer the rows out
+// of order (at most limit more), each with its aggregate, its sequence
+// and the sequence that overtook it, and keeps the answer oldest first.
+func withOrder(ctx context.Context, tx pgx.Tx, spec *Spec, rows []StuckRow, limit int) ([]StuckRow, error) {
+	if !OrderEnabled(spec.O) {
+		return rows, nil
+	}
+	o := spec.O
+	res, err := tx.Query(ctx, spec.stuckOrderQuery(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("out-of-order rows of outbox %q: %w", spec.Name, err)
+	}
+	defer res.Close()
+	at := map[string]int{}
+	for i, r := range rows {
+		at[r.ID] = i
+	}
+	nl := len(o.Labels)
+	for res.Next() {
+		var (
+			r      StuckRow
+			f      Facts
+			labels = make([]*string, nl)
+			agg    *string
+			seq    string
+			over   string
+		)
+		dest := []any{&r.ID, &f.Status, &f.ClaimSet, &f.LeasePassed, &f.Attempted, &f.UnknownWhen}
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &r.AgeSeconds, &r.Attempts, &r.LastError, &agg, &seq, &over)
+		if err := res.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("out-of-order rows of outbox %q: %w", spec.Name, err)
+		}
+		r.ID = strings.ToValidUTF8(r.ID, "\uFFFD")
+		order := &StuckOrder{Sequence: seq, OvertakenBy: over}
+		if agg != nil {
+			order.Aggregate = strings.ToValidUTF8(*agg, "\uFFFD")
+		}
+		if i, ok := at[r.ID]; ok {
+			rows[i].Order = order
+			continue
+		}
+		r.State = spec.Rules.Classify(f)
+		r.UnknownResult = spec.Rules.Unknown(r.State, f)
+		r.LastError = TrimError(r.LastError, LastErrorChars)
+		vals := strs(labels)
+		if nl > 0 {
+			r.Labels = map[string]string{}
+			for i, l := range o.Labels {
+				r.Labels[l.Name] = vals[i]
+			}
+		}
+		r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
+		r.Order = order
+		rows = append(rows, r)
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("out-of-order rows of outbox %q: %w", spec.Name, err)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].AgeSeconds > rows[j].AgeSeconds })
+	return rows, nil
+}
+
+// StuckOrder is, for a stuck row out of order, its place in its
+// aggregate and the published sequence that overtook it.
+type StuckOrder struct {
+	Aggregate   string `json:"aggregate"`
+	Sequence    string `json:"sequence"`
+	OvertakenBy string `json:"overtaken_by"`
 }

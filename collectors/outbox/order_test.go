@@ -156,9 +156,28 @@ func TestOutOfOrderE9E10AndGap(t *testing.T) {
 	  ('msg.sent', 'conv-1', 10, 'PUBLISHED', now()),
 	  ('msg.sent', 'conv-2', 9, 'PUBLISHED', now()),
 	  ('msg.sent', 'conv-2', 11, 'PENDING', NULL)`)
+	// Older rows of other aggregates, so that E9 is not among the oldest.
+	db.Exec(t, `INSERT INTO outbox (created_at, event_type, conversation_id, seq)
+	  SELECT now() - interval '1 hour', 'msg.sent', 'old-' || g, 1 FROM generate_series(1, 10) g`)
 	c := NewCollector("messages", orderOutbox(), pool, testutil.Quiet())
 	if got := obValue(t, obScrape(t, c), "outbox_out_of_order_events", nil); got != 1 {
 		t.Fatalf("E9 behind E10: out of order %v, want 1", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := Stuck(ctx, pool, "messages", orderOutbox(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []StuckRow
+	for _, r := range rows {
+		if r.Order != nil {
+			found = append(found, r)
+		}
+	}
+	if len(rows) != 4 || len(found) != 1 || *found[0].Order != (StuckOrder{Aggregate: "conv-1", Sequence: "9", OvertakenBy: "10"}) ||
+		found[0].State != InFlight || rows[3].ID != found[0].ID {
+		t.Fatalf("stuck rows %+v, want the 3 oldest and E9 last, overtaken by 10", rows)
 	}
 	db.Exec(t, `UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE conversation_id = 'conv-1' AND seq = 9`)
 	if got := obValue(t, obScrape(t, c), "outbox_out_of_order_events", nil); got != 0 {
