@@ -65,6 +65,7 @@ func Build(cfg *config.Config) (File, error) {
 		{Name: "outbox-consumer.alerts", Rules: b.consumerAlerts()},
 		{Name: "outbox-reconcile.alerts", Rules: b.reconcileAlerts()},
 		{Name: "outbox-audit.alerts", Rules: b.auditAlerts()},
+		{Name: "outbox-order.alerts", Rules: b.orderAlerts()},
 		{Name: "outbox-exporter.alerts", Rules: b.exporterAlerts()},
 	}}
 	kept := f.Groups[:0]
