@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// orderDB is the database of -order: the bench outbox with a
+// conversation and a sequence per row and a receipt, kept apart from
+// outbox_bench so that the two runs do not rebuild each other's table.
+const orderDB = "outbox_bench_order"
+
+// orderOutbox is benchOutbox with aggregate, sequence and receipt.
+func orderOutbox() *config.Outbox {
+	o := benchOutbox()
+	o.Aggregate, o.Sequence, o.Receipt = "conversation_id", "seq", "receipt_id"
+	return o
+}
+
+// runOrder measures, in one run and alternating, the collection of the
+// outbox with aggregate, sequence and receipt configured against the
+// same collection without them, with the newest n rows unpublished: four
+// events per conversation, in order, so the stream is healthy and every
+// unpublished row is probed.
+func runOrder(server string, rows, n, runs int) error {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", config.RedactDSN(server), err)
+	}
+	defer admin.Close(ctx)
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, orderDB).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+orderDB); err != nil {
+			return err
+		}
+	}
+	u, err := dbURL(server, orderDB)
+	if err != nil {
+		return err
+	}
+	rw, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+	ro, err := pg.Open(ctx, &config.Database{DSN: config.Secret(u), MaxConnections: 2, StatementTimeout: 5 * time.Minute, LockTimeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer ro.Close()
+	if err := buildOrder(ctx, rw, ro, rows); err != nil {
+		return err
+	}
+	if err := mark(ctx, rw, rows, n); err != nil {
+		return err
+	}
+	defer func() { _ = mark(ctx, rw, rows, 0) }()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	plain := outbox.NewCollector("messages", benchOutbox(), ro, quiet)
+	ordered := outbox.NewCollector("messages", orderOutbox(), ro, quiet)
+	collect := func(c *outbox.Collector) func() error {
+		return func() error {
+			ch := make(chan prometheus.Metric, 4096)
+			err := c.Update(ctx, ch)
+			close(ch)
+			for range ch {
+			}
+			return err
+		}
+	}
+	// Alternate the two, several rounds, so that load on the machine
+	// falls on both alike.
+	var pm, om []time.Duration
+	for round := 0; round < 3; round++ {
+		p, _, err := median(runs, collect(plain))
+		if err != nil {
+			return fmt.Errorf("collect without order: %w", err)
+		}
+		o, _, err := median(runs, collect(ordered))
+		if err != nil {
+			return fmt.Errorf("collect with order: %w", err)
+		}
+		logf("round %d: without %v, with order and receipt %v", round, p, o)
+		pm, om = append(pm, p), append(om, o)
+	}
+	p, o := mid(pm), mid(om)
+	fmt.Printf("\noutbox of %d rows, %d unpublished, 4 events per conversation; median of %d collections, middle of 3 alternating rounds; load average %s\n\n",
+		rows, n, runs, loadavg())
+	fmt.Println("| collection | time | ratio |")
+	fmt.Println("|---|---:|---:|")
+	fmt.Printf("| without aggregate, sequence, receipt | %s | 1.00x |\n", ms(p))
+	fmt.Printf("| with them (outbox_out_of_order_events, receipt counter) | %s | %.2fx |\n", ms(o), float64(o)/float64(p))
+	return nil
+}
+
+func mid(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+func dbURL(server, name string) (string, error) {
+	u, err := benchURL(server)
+	if err != nil {
+		return "", err
+	}
+	return u[:len(u)-len(dbName)] + name, nil
+}
+
+// buildOrder creates the table of -order, all published, with the
+// indexes check asks for (the (aggregate, sequence) one among them),
+// unless a table of that size is there.
+func buildOrder(ctx context.Context, rw, ro *pgxpool.Pool, rows int) error {
+	var have int64
+	if err := rw.QueryRow(ctx, `SELECT rows FROM bench_meta`).Scan(&have); err == nil && have == int64(rows) {
+		logf("reusing %s with %d rows", orderDB, have)
+		return nil
+	}
+	logf("building %d rows in %s", rows, orderDB)
+	for _, q := range []string{
+		`DROP TABLE IF EXISTS outbox, bench_meta`,
+		`CREATE TABLE outbox (
+		  event_id bigint PRIMARY KEY, created_at timestamptz NOT NULL, event_type text NOT NULL, topic text NOT NULL,
+		  status text NOT NULL, published_at timestamptz, lease_until timestamptz, attempts int NOT NULL DEFAULT 0,
+		  last_error text, conversation_id bigint NOT NULL, seq int NOT NULL, receipt_id text, payload text NOT NULL)`,
+		fmt.Sprintf(`INSERT INTO outbox (event_id, created_at, event_type, topic, status, published_at, attempts,
+		    conversation_id, seq, receipt_id, payload)
+		  SELECT i, now() - interval '30 days' + i * (interval '30 days' / %[1]d),
+		    (array['order.created','order.paid','order.shipped','order.cancelled','user.created','user.updated','invoice.sent','refund.issued'])[1 + i %% 8],
+		    (array['orders','payments','users','billing'])[1 + i %% 4],
+		    'PUBLISHED', now() - interval '30 days' + i * (interval '30 days' / %[1]d) + interval '1 second', 1,
+		    i / 4, i %% 4, 'r' || i, repeat(md5(i::text), 3)
+		  FROM generate_series(1, %[1]d) i`, rows),
+	} {
+		if _, err := rw.Exec(ctx, q); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
+	rep, err := outbox.Check(ctx, ro, "messages", orderOutbox())
+	if err != nil {
+		return err
+	}
+	for _, s := range rep.Statements {
+		logf("%s", s)
+		if _, err := rw.Exec(ctx, s); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
+	if _, err := rw.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	if rep, err = outbox.Check(ctx, ro, "messages", orderOutbox()); err != nil {
+		return err
+	} else if !rep.OK {
+		return fmt.Errorf("check after building:\n%s", rep.Text())
+	}
+	for _, q := range []string{`CREATE TABLE bench_meta (rows bigint)`, fmt.Sprintf(`INSERT INTO bench_meta VALUES (%d)`, rows)} {
+		if _, err := rw.Exec(ctx, q); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
+	return nil
+}
