@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,11 +122,12 @@ func mid(ds []time.Duration) time.Duration {
 }
 
 func dbURL(server, name string) (string, error) {
-	u, err := benchURL(server)
+	u, err := url.Parse(server)
 	if err != nil {
 		return "", err
 	}
-	return u[:len(u)-len(dbName)] + name, nil
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 // buildOrder creates the table of -order, all published, with the
