@@ -35,6 +35,12 @@ import (
 // As for duplicates, the window re-read after a restart rebuilds the
 // entries but its inversions (records older than the start) are only
 // listed, not counted again.
+//
+// An aggregate whose sequence restarts (deleted and created again under
+// the same id, counting from 1) within one window of its last record
+// counts each new record below the old highest sequence as an
+// inversion; once a window has passed without a record of it, it starts
+// afresh. TestOrderSequenceRestart shows both.
 
 // MaxOrderAggregates bounds the aggregates the order check remembers.
 const MaxOrderAggregates = 1 << 20
@@ -139,6 +145,10 @@ func (t *orderTracker) observe(r *kgo.Record, start int64) {
 	defer t.mu.Unlock()
 	t.newest = max(t.newest, ts)
 	prev, ok := t.last[key]
+	if ok && prev.ts < t.newest-t.span {
+		// Out of the window, not swept yet: forgotten, as if swept.
+		ok = false
+	}
 	switch {
 	case !ok:
 		if len(t.last) >= t.limit {

@@ -241,3 +241,25 @@ func indexQuote(s string) int {
 	}
 	return len(s)
 }
+
+// An aggregate's sequence restarting after a delete: within the window
+// its new records count as inversions (documented); after a window
+// without records it starts afresh.
+func TestOrderSequenceRestart(t *testing.T) {
+	tr := tracker(t, "key", "header:seq")
+	now := time.Now()
+	for i, seq := range []int64{1, 2, 3} {
+		tr.observe(orderRec("m", 0, int64(i), "conv-1", seq, now), 0)
+	}
+	tr.observe(orderRec("m", 0, 3, "conv-1", 1, now.Add(time.Minute)), 0)
+	if s := tr.stats(); s.Inversions != 1 {
+		t.Fatalf("restart within the window: %d inversions, want 1 (documented)", s.Inversions)
+	}
+	// A new life two hours later, past the window.
+	later := now.Add(2 * time.Hour)
+	tr.observe(orderRec("m", 0, 4, "conv-1", 1, later), 0)
+	tr.observe(orderRec("m", 0, 5, "conv-1", 2, later), 0)
+	if s := tr.stats(); s.Inversions != 1 {
+		t.Fatalf("restart after the window: %d inversions, want still 1", s.Inversions)
+	}
+}
