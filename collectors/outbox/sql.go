@@ -689,7 +689,7 @@ func (s *Spec) Indexes() map[string]Index {
 		labels = append(labels, l.Column)
 	}
 	var include []string
-	for _, c := range []string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts} {
+	for _, c := range append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...) {
 		if c != "" && !slices.Contains(labels, c) && c != o.CreatedAt && !slices.Contains(include, c) {
 			include = append(include, c)
 		}
