@@ -21,12 +21,19 @@ import (
 // unpublished row whose aggregate already has a published row with a
 // higher sequence.
 //
-// The count is bounded like the state query's: it reads at most
-// max_count+1 unpublished rows (in the unpublished index's order, the
-// oldest of each label combination first, which is where a stuck E9 is)
-// and probes each once through the (aggregate, sequence) index. Below
-// max_count it is exact, so never 0 while such a row exists; above it,
-// outbox_events_capped is 1 and it is a lower bound.
+// Probing every unpublished row at every scrape would cost as much as
+// the state count again, so the rows are followed instead (order_track.go):
+// a full scan at start and every OrderRescanEvery finds the overtaken
+// aggregates (it reads at most max_count+1 unpublished rows and probes
+// each once through the (aggregate, sequence) index of published rows);
+// between full scans, each row read by the published-rows watermark is
+// probed once for an unpublished predecessor, and only the aggregates
+// known to be overtaken are counted again. Below max_count the gauge is
+// exact for inversions made by a publish (E10 published while E9 waits);
+// one made by an unpublished row written below an already published
+// sequence (a late commit, a restarted sequence) shows at the next full
+// scan. Without published_at there is no watermark, and every sample is
+// a full scan.
 //
 // A gap (9 then 11, 10 never written) is not an inversion: only a
 // published row with a higher sequence and an unpublished one with a
@@ -107,73 +114,6 @@ func (s *Spec) overtaken(u string) string {
 		s.where(col(s.O.Aggregate)+" = "+u+".ag", col(s.O.Sequence)+" > "+u+".sq", s.publishedPredicate("t.")))
 }
 
-// OrderQuery counts, by label values, the unpublished rows overtaken by a
-// published successor, among at most max_count+1 unpublished rows; ""
-// without aggregate and sequence. Columns: labels..., rows.
-func (s *Spec) OrderQuery() string {
-	if !OrderEnabled(s.O) {
-		return ""
-	}
-	inner := []string{col(s.O.Aggregate) + " AS ag", col(s.O.Sequence) + " AS sq"}
-	var outer, group []string
-	for i, l := range s.O.Labels {
-		a := "l" + strconv.Itoa(i)
-		inner = append(inner, col(l.Column)+" AS "+a)
-		outer = append(outer, "u."+a+"::text")
-		group = append(group, strconv.Itoa(i+1))
-	}
-	groupBy := ""
-	if len(group) > 0 {
-		groupBy = "\nGROUP BY " + strings.Join(group, ", ")
-	}
-	return fmt.Sprintf(`SELECT %s FROM (SELECT %s FROM %s t WHERE %s LIMIT %d) u
-WHERE EXISTS (%s)%s`,
-		strings.Join(append(outer, "count(*)::int8"), ", "), strings.Join(inner, ", "), s.table,
-		s.where(s.UnpublishedPredicate()), s.O.MaxCount+1, s.overtaken("u"), groupBy)
-}
-
-// orderGroup is one row of the order query.
-type orderGroup struct {
-	labels []string
-	rows   int64
-}
-
-// queueOrder adds the order query to a sample's batch.
-func (s *Sampler) queueOrder(b *pgx.Batch, spec *Spec, r *read) {
-	q := spec.OrderQuery()
-	if q == "" {
-		return
-	}
-	nl := len(s.o.Labels)
-	b.Queue(q).Query(func(rows pgx.Rows) error {
-		defer rows.Close()
-		for rows.Next() {
-			g := orderGroup{}
-			labels := make([]*string, nl)
-			dest := make([]any, 0, nl+1)
-			for i := range labels {
-				dest = append(dest, &labels[i])
-			}
-			if err := rows.Scan(append(dest, &g.rows)...); err != nil {
-				return fmt.Errorf("count out-of-order rows: %w", err)
-			}
-			g.labels = strs(labels)
-			r.order = append(r.order, g)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("count out-of-order rows: %w", err)
-		}
-		return nil
-	})
-}
-
-// applyOrder adds the out-of-order counts to the series at gives.
-func applyOrder(r *read, at func([]string) *Series) {
-	for _, g := range r.order {
-		at(g.labels).OutOfOrder += float64(g.rows)
-	}
-}
-
 // OrderIndexes is the index the order probe needs: (aggregate, sequence)
 // over the published rows only. The successor a probe looks for is
 // published; in a healthy outbox the later rows of an unpublished row's
@@ -183,9 +123,13 @@ func (s *Spec) OrderIndexes() map[string]Index {
 	if !OrderEnabled(s.O) {
 		return nil
 	}
-	return map[string]Index{"aggregate": {Name: IndexName(s.Name, "aggregate"),
-		Columns: []string{s.O.Aggregate, s.O.Sequence}, Where: s.publishedPredicate(""),
-		For: "the out-of-order probe of each unpublished row"}}
+	cols := []string{s.O.Aggregate, s.O.Sequence}
+	return map[string]Index{
+		"aggregate": {Name: IndexName(s.Name, "aggregate"), Columns: cols, Where: s.publishedPredicate(""),
+			For: "the out-of-order probe of each unpublished row"},
+		"aggregate_unpublished": {Name: IndexName(s.Name, "aggregate_unpublished"), Columns: cols, Where: s.unpublished(""),
+			For: "the out-of-order probe of each newly published row and the recount of overtaken aggregates"},
+	}
 }
 
 // orderInclude are the columns the unpublished index also carries when
@@ -205,11 +149,15 @@ func orderInclude(o *config.Outbox) []string {
 // which is as good; without an index on the aggregate the probe reads the
 // table or a whole index, which check refuses.
 func (s *Spec) orderPlanned() []plannedQuery {
-	q := s.OrderQuery()
+	q := s.orderSeedQuery()
 	if q == "" {
 		return nil
 	}
-	return []plannedQuery{{name: "out_of_order", sql: q, index: "aggregate"}}
+	return []plannedQuery{
+		{name: "out_of_order", sql: q, index: "aggregate"},
+		{name: "out_of_order recount", sql: s.orderRecountQuery("text", "int8"), index: "aggregate_unpublished",
+			args: []any{[]string{"a"}, []string{"1"}}, rule: planRule{condOn: s.O.Aggregate}},
+	}
 }
 
 // orderNeeds are the column types check wants for aggregate, sequence and

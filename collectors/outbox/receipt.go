@@ -1,7 +1,5 @@
 package outbox
 
-import "github.com/jackc/pgx/v5"
-
 // Receipts (seed 004): a worker that marks a row sent records the
 // downstream's receipt id with it. A row marked published with no receipt
 // was marked without the downstream's confirmation (by hand, or by a
@@ -22,12 +20,3 @@ func (s *Spec) receiptExprs() []string {
 	return []string{"coalesce(" + col(s.O.Receipt) + "::text, '') = ''"}
 }
 
-// receiptDest are the scan destinations of receiptExprs: one when the
-// published query has the column after id, nl labels, published_at and
-// latency.
-func receiptDest(rows pgx.Rows, nl int, p *PublishedRow) []any {
-	if len(rows.FieldDescriptions()) <= nl+3 {
-		return nil
-	}
-	return []any{&p.NoReceipt}
-}

@@ -66,6 +66,7 @@ type Sampler struct {
 	leaseW Watermark
 	leases uint64
 	hist   Histogram
+	order  orderState // order_track.go
 }
 
 type tupleState struct {
@@ -106,7 +107,7 @@ type read struct {
 	dead      []group
 	leases    []Mark
 	published []PublishedRow
-	order     []orderGroup
+	order     orderRead
 }
 
 // Sample runs the outbox's queries (sessions of pool are read-only) and
@@ -218,6 +219,9 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		if r.oldest, err = scanOldest(rows, nl); err != nil {
 			return nil, fmt.Errorf("find oldest unpublished rows: %w", err)
 		}
+	}
+	if err := s.fetchOrder(ctx, conn.Conn(), spec, r); err != nil {
+		return nil, err
 	}
 	s.spec = spec
 	return r, nil
@@ -353,7 +357,7 @@ func scanPublished(rows pgx.Rows, nl int) ([]PublishedRow, error) {
 			dest = append(dest, &labels[i])
 		}
 		dest = append(dest, &p.PublishedAt, &lat)
-		dest = append(dest, receiptDest(rows, nl, &p)...)
+		dest = append(dest, publishedExtraDest(rows, nl, &p)...)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -448,7 +452,7 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	for _, g := range r.dead {
 		at(g.labels).Events[stateIndex(Dead)] += float64(g.rows)
 	}
-	applyOrder(r, at)
+	s.applyOrder(r, at)
 	for key, g := range gauges {
 		s.tuple(key, g.Labels).seen = now
 	}

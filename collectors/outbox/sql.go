@@ -557,7 +557,7 @@ func (s *Spec) PublishedQuery() string {
 	sel = append(sel,
 		"(extract(epoch from "+ts(o.PublishedAt)+") * 1000000)::int8",
 		"extract(epoch from "+ts(o.PublishedAt)+" - "+ts(o.CreatedAt)+")::float8")
-	sel = append(sel, s.receiptExprs()...)
+	sel = append(sel, s.publishedExtras()...)
 	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 		strings.Join(sel, ", "), s.table,
 		s.where(col(o.PublishedAt)+" > coalesce('epoch'::timestamptz + $1::int8 * interval '1 microsecond', now() - "+interval(SkewWindow)+")"),
