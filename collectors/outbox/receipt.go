@@ -19,4 +19,3 @@ func (s *Spec) receiptExprs() []string {
 	}
 	return []string{"coalesce(" + col(s.O.Receipt) + "::text, '') = ''"}
 }
-
