@@ -106,6 +106,20 @@ func runOrder(server string, rows, n, runs int) error {
 		logf("round %d: without %v, with order and receipt %v", round, p, o)
 		pm, om = append(pm, p), append(om, o)
 	}
+	// A full scan (every OrderRescanEvery, and the first collection):
+	// fresh collectors, so each collection is a first one, for both.
+	fresh := func(ob func() *config.Outbox) func() error {
+		return func() error { return collect(outbox.NewCollector("messages", ob(), ro, quiet))() }
+	}
+	pf, _, err := median(runs, fresh(benchOutbox))
+	if err != nil {
+		return fmt.Errorf("first collection without order: %w", err)
+	}
+	of, _, err := median(runs, fresh(orderOutbox))
+	if err != nil {
+		return fmt.Errorf("first collection with order: %w", err)
+	}
+	logf("first collections: without %v, with order and receipt %v", pf, of)
 	p, o := mid(pm), mid(om)
 	fmt.Printf("\noutbox of %d rows, %d unpublished, 4 events per conversation; median of %d collections, middle of 5 alternating rounds; load average %s\n\n",
 		rows, n, runs, loadavg())
@@ -113,6 +127,8 @@ func runOrder(server string, rows, n, runs int) error {
 	fmt.Println("|---|---:|---:|")
 	fmt.Printf("| without aggregate, sequence, receipt | %s | 1.00x |\n", ms(p))
 	fmt.Printf("| with them (outbox_out_of_order_events, receipt counter) | %s | %.2fx |\n", ms(o), float64(o)/float64(p))
+	fmt.Printf("| first collection (full order scan, every %s), without | %s | 1.00x |\n", outbox.OrderRescanEvery, ms(pf))
+	fmt.Printf("| first collection (full order scan), with them | %s | %.2fx |\n", ms(of), float64(of)/float64(pf))
 	return nil
 }
 

@@ -148,15 +148,18 @@ func orderInclude(o *config.Outbox) []string {
 // partial index of published rows once instead of probing it per row,
 // which is as good; without an index on the aggregate the probe reads the
 // table or a whole index, which check refuses.
-func (s *Spec) orderPlanned() []plannedQuery {
+//
+// The recount compares the aggregate in its own type: cols, from
+// Introspect, give the type names (base types for domains) it casts to.
+func (s *Spec) orderPlanned(cols map[string]Column) []plannedQuery {
 	q := s.orderSeedQuery()
 	if q == "" {
 		return nil
 	}
 	return []plannedQuery{
 		{name: "out_of_order", sql: q, index: "aggregate"},
-		{name: "out_of_order recount", sql: s.orderRecountQuery("text", "int8"), index: "aggregate_unpublished",
-			args: []any{[]string{"a"}, []string{"1"}}, rule: planRule{condOn: s.O.Aggregate}},
+		{name: "out_of_order recount", sql: s.orderRecountQuery(cols[s.O.Aggregate].Type, cols[s.O.Sequence].Type),
+			index: "aggregate_unpublished", args: []any{[]string{"1"}, []string{"1"}}, rule: planRule{condOn: s.O.Aggregate}},
 	}
 }
 
