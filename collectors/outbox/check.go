@@ -168,7 +168,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	maps.Copy(indexes, spec.OrderIndexes())
 	dop := o.Style() == config.StyleDeleteOnPublish
 	relname := o.Table[strings.LastIndex(o.Table, ".")+1:]
-	for _, q := range append(spec.plannedQueries(), spec.orderPlanned(cols)...) {
+	for _, q := range spec.plannedQueries() {
 		plan, err := explain(ctx, tx, q.sql, q.args...)
 		what := "query " + q.name
 		if err != nil {
@@ -270,6 +270,7 @@ func (s *Spec) plannedQueries() []plannedQuery {
 		qs = append(qs, plannedQuery{name: "published", sql: q, index: "published_at", args: []any{int64(0)},
 			rule: planRule{condOn: s.O.PublishedAt}})
 	}
+	qs = append(qs, s.orderPlanned()...)
 	return qs
 }
 

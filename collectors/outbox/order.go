@@ -149,17 +149,24 @@ func orderInclude(o *config.Outbox) []string {
 // which is as good; without an index on the aggregate the probe reads the
 // table or a whole index, which check refuses.
 //
-// The recount compares the aggregate in its own type: cols, from
-// Introspect, give the type names (base types for domains) it casts to.
-func (s *Spec) orderPlanned(cols map[string]Column) []plannedQuery {
+// The probe of a published row for an unpublished predecessor (in the
+// published query, and the access path of the recount) is planned on its
+// own: it must find the aggregate's unpublished rows through an index,
+// not read every unpublished row. The values compared are subqueries
+// that return nothing (WHERE false): parameters of the columns' own types
+// to the planner, whatever those types are, and no scan of their own.
+func (s *Spec) orderPlanned() []plannedQuery {
 	q := s.orderSeedQuery()
 	if q == "" {
 		return nil
 	}
+	o := s.O
+	none := func(c string) string { return "(SELECT " + col(c) + " FROM " + s.table + " t WHERE false)" }
+	probe := fmt.Sprintf(`SELECT 1 FROM %s t WHERE %s LIMIT 1`, s.table, s.where(
+		col(o.Aggregate)+" = "+none(o.Aggregate), col(o.Sequence)+" < "+none(o.Sequence), s.UnpublishedPredicate()))
 	return []plannedQuery{
 		{name: "out_of_order", sql: q, index: "aggregate"},
-		{name: "out_of_order recount", sql: s.orderRecountQuery(cols[s.O.Aggregate].Type, cols[s.O.Sequence].Type),
-			index: "aggregate_unpublished", args: []any{[]string{"1"}, []string{"1"}}, rule: planRule{condOn: s.O.Aggregate}},
+		{name: "out_of_order predecessor probe", sql: probe, index: "aggregate_unpublished", rule: planRule{condOn: o.Aggregate}},
 	}
 }
 
