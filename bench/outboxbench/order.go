@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,21 +92,57 @@ func runOrder(server string, rows, n, runs int) error {
 			return err
 		}
 	}
-	// Alternate the two, several rounds, so that load on the machine
-	// falls on both alike.
-	var pm, om []time.Duration
-	for round := 0; round < 5; round++ {
-		p, _, err := median(runs, collect(plain))
-		if err != nil {
-			return fmt.Errorf("collect without order: %w", err)
+	// pairs times the two collections one after the other, n times,
+	// each first in every other pair so that neither profits from the
+	// pages the other just read; before each pair, untimed, it calls
+	// before. It returns the medians and the median of the pairs' ratios.
+	pairs := func(n int, before func() error) (time.Duration, time.Duration, float64, error) {
+		var ps, os []time.Duration
+		var rs []float64
+		for i := 0; i < n; i++ {
+			if err := before(); err != nil {
+				return 0, 0, 0, err
+			}
+			var tp, to time.Duration
+			for k := 0; k < 2; k++ {
+				c, d := plain, &tp
+				if (i+k)%2 == 1 {
+					c, d = ordered, &to
+				}
+				t0 := time.Now()
+				if err := collect(c)(); err != nil {
+					return 0, 0, 0, err
+				}
+				*d = time.Since(t0)
+			}
+			ps, os, rs = append(ps, tp), append(os, to), append(rs, float64(to)/float64(tp))
 		}
-		o, _, err := median(runs, collect(ordered))
-		if err != nil {
-			return fmt.Errorf("collect with order: %w", err)
-		}
-		logf("round %d: without %v, with order and receipt %v", round, p, o)
-		pm, om = append(pm, p), append(om, o)
+		sort.Float64s(rs)
+		return mid(ps), mid(os), rs[len(rs)/2], nil
 	}
+	for _, c := range []*outbox.Collector{plain, ordered} { // the first, full, collections
+		if err := collect(c)(); err != nil {
+			return err
+		}
+	}
+	p, o, ratio, err := pairs(runs, func() error { return nil })
+	if err != nil {
+		return fmt.Errorf("collect: %w", err)
+	}
+	logf("no traffic: without %v, with order and receipt %v, ratio %.2f", p, o, ratio)
+	// With traffic: before each pair the relays publish the 50 oldest
+	// unpublished rows, in order, so both collections read them through
+	// the published watermark (the last 30 s of them every time) and the
+	// order check probes each for an unpublished predecessor.
+	tp, to, tratio, err := pairs(runs, func() error {
+		_, err := rw.Exec(ctx, `UPDATE outbox SET status = 'PUBLISHED', published_at = now(), receipt_id = 'r'
+			WHERE event_id IN (SELECT event_id FROM outbox WHERE status IN ('PENDING','CLAIMED') ORDER BY event_id LIMIT 50)`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("collect with traffic: %w", err)
+	}
+	logf("with traffic: without %v, with %v, ratio %.2f", tp, to, tratio)
 	// A full scan (every OrderRescanEvery, and the first collection):
 	// fresh collectors, so each collection is a first one, for both.
 	fresh := func(ob func() *config.Outbox) func() error {
@@ -120,13 +157,14 @@ func runOrder(server string, rows, n, runs int) error {
 		return fmt.Errorf("first collection with order: %w", err)
 	}
 	logf("first collections: without %v, with order and receipt %v", pf, of)
-	p, o := mid(pm), mid(om)
-	fmt.Printf("\noutbox of %d rows, %d unpublished, 4 events per conversation; median of %d collections, middle of 5 alternating rounds; load average %s\n\n",
+	fmt.Printf("\noutbox of %d rows, %d unpublished, 4 events per conversation; median of %d collections, pairs alternating which runs first, ratio the median of the pairs' ratios; load average %s\n\n",
 		rows, n, runs, loadavg())
 	fmt.Println("| collection | time | ratio |")
 	fmt.Println("|---|---:|---:|")
 	fmt.Printf("| without aggregate, sequence, receipt | %s | 1.00x |\n", ms(p))
-	fmt.Printf("| with them (outbox_out_of_order_events, receipt counter) | %s | %.2fx |\n", ms(o), float64(o)/float64(p))
+	fmt.Printf("| with them (outbox_out_of_order_events, receipt counter) | %s | %.2fx |\n", ms(o), ratio)
+	fmt.Printf("| 50 rows published before each collection, without | %s | 1.00x |\n", ms(tp))
+	fmt.Printf("| 50 rows published before each collection, with them | %s | %.2fx |\n", ms(to), tratio)
 	fmt.Printf("| first collection (full order scan, every %s), without | %s | 1.00x |\n", outbox.OrderRescanEvery, ms(pf))
 	fmt.Printf("| first collection (full order scan), with them | %s | %.2fx |\n", ms(of), float64(of)/float64(pf))
 	return nil
