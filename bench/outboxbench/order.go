@@ -37,33 +37,11 @@ func orderOutbox() *config.Outbox {
 // unpublished row is probed.
 func runOrder(server string, rows, n, runs int) error {
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", config.RedactDSN(server), err)
-	}
-	defer admin.Close(ctx)
-	var exists bool
-	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, orderDB).Scan(&exists); err != nil {
-		return err
-	}
-	if !exists {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+orderDB); err != nil {
-			return err
-		}
-	}
-	u, err := dbURL(server, orderDB)
-	if err != nil {
-		return err
-	}
-	rw, err := pgxpool.New(ctx, u)
+	rw, ro, err := openOrder(ctx, server)
 	if err != nil {
 		return err
 	}
 	defer rw.Close()
-	ro, err := pg.Open(ctx, &config.Database{DSN: config.Secret(u), MaxConnections: 2, StatementTimeout: 5 * time.Minute, LockTimeout: time.Second})
-	if err != nil {
-		return err
-	}
 	defer ro.Close()
 	if err := buildOrder(ctx, rw, ro, rows); err != nil {
 		return err
@@ -92,33 +70,8 @@ func runOrder(server string, rows, n, runs int) error {
 			return err
 		}
 	}
-	// pairs times the two collections one after the other, n times,
-	// each first in every other pair so that neither profits from the
-	// pages the other just read; before each pair, untimed, it calls
-	// before. It returns the medians and the median of the pairs' ratios.
 	pairs := func(n int, before func() error) (time.Duration, time.Duration, float64, error) {
-		var ps, os []time.Duration
-		var rs []float64
-		for i := 0; i < n; i++ {
-			if err := before(); err != nil {
-				return 0, 0, 0, err
-			}
-			var tp, to time.Duration
-			for k := 0; k < 2; k++ {
-				c, d := plain, &tp
-				if (i+k)%2 == 1 {
-					c, d = ordered, &to
-				}
-				t0 := time.Now()
-				if err := collect(c)(); err != nil {
-					return 0, 0, 0, err
-				}
-				*d = time.Since(t0)
-			}
-			ps, os, rs = append(ps, tp), append(os, to), append(rs, float64(to)/float64(tp))
-		}
-		sort.Float64s(rs)
-		return mid(ps), mid(os), rs[len(rs)/2], nil
+		return timePairs(n, collect(plain), collect(ordered), before)
 	}
 	for _, c := range []*outbox.Collector{plain, ordered} { // the first, full, collections
 		if err := collect(c)(); err != nil {
@@ -157,17 +110,69 @@ func runOrder(server string, rows, n, runs int) error {
 		return fmt.Errorf("first collection with order: %w", err)
 	}
 	logf("first collections: without %v, with order and receipt %v", pf, of)
-	fmt.Printf("\noutbox of %d rows, %d unpublished, 4 events per conversation; median of %d collections, pairs alternating which runs first, ratio the median of the pairs' ratios; load average %s\n\n",
-		rows, n, runs, loadavg())
-	fmt.Println("| collection | time | ratio |")
-	fmt.Println("|---|---:|---:|")
-	fmt.Printf("| without aggregate, sequence, receipt | %s | 1.00x |\n", ms(p))
-	fmt.Printf("| with them (outbox_out_of_order_events, receipt counter) | %s | %.2fx |\n", ms(o), ratio)
-	fmt.Printf("| 50 rows published before each collection, without | %s | 1.00x |\n", ms(tp))
-	fmt.Printf("| 50 rows published before each collection, with them | %s | %.2fx |\n", ms(to), tratio)
-	fmt.Printf("| first collection (full order scan, every %s), without | %s | 1.00x |\n", outbox.OrderRescanEvery, ms(pf))
-	fmt.Printf("| first collection (full order scan), with them | %s | %.2fx |\n", ms(of), float64(of)/float64(pf))
+	printOrder(rows, n, runs, [3]time.Duration{p, tp, pf}, [3]time.Duration{o, to, of}, [3]float64{ratio, tratio, float64(of) / float64(pf)})
 	return nil
+}
+
+// openOrder creates the database of -order if needed and opens a
+// read-write pool and the exporter's read-only pool on it.
+func openOrder(ctx context.Context, server string) (rw, ro *pgxpool.Pool, err error) {
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", config.RedactDSN(server), err)
+	}
+	defer admin.Close(ctx)
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, orderDB).Scan(&exists); err != nil {
+		return nil, nil, err
+	}
+	if !exists {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+orderDB); err != nil {
+			return nil, nil, err
+		}
+	}
+	u, err := dbURL(server, orderDB)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rw, err = pgxpool.New(ctx, u); err != nil {
+		return nil, nil, err
+	}
+	ro, err = pg.Open(ctx, &config.Database{DSN: config.Secret(u), MaxConnections: 2, StatementTimeout: 5 * time.Minute, LockTimeout: time.Second})
+	if err != nil {
+		rw.Close()
+		return nil, nil, err
+	}
+	return rw, ro, nil
+}
+
+// timePairs times a and b one after the other, n times, each first in
+// every other pair so that neither profits from the pages the other just
+// read; before each pair, untimed, it calls before. It returns the
+// medians and the median of the pairs' ratios b/a.
+func timePairs(n int, a, b, before func() error) (time.Duration, time.Duration, float64, error) {
+	var as, bs []time.Duration
+	var rs []float64
+	for i := 0; i < n; i++ {
+		if err := before(); err != nil {
+			return 0, 0, 0, err
+		}
+		var ta, tb time.Duration
+		for k := 0; k < 2; k++ {
+			f, d := a, &ta
+			if (i+k)%2 == 1 {
+				f, d = b, &tb
+			}
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, 0, 0, err
+			}
+			*d = time.Since(t0)
+		}
+		as, bs, rs = append(as, ta), append(bs, tb), append(rs, float64(tb)/float64(ta))
+	}
+	sort.Float64s(rs)
+	return mid(as), mid(bs), rs[len(rs)/2], nil
 }
 
 func mid(ds []time.Duration) time.Duration {
@@ -255,4 +260,17 @@ func buildOrder(ctx context.Context, rw, ro *pgxpool.Pool, rows int) error {
 		}
 	}
 	return nil
+}
+
+// printOrder prints the table of runOrder: without and with the keys, and
+// the ratio, for no traffic, traffic and first collections.
+func printOrder(rows, n, runs int, without, with [3]time.Duration, ratio [3]float64) {
+	fmt.Printf("\noutbox of %d rows, %d unpublished, 4 events per conversation; median of %d collections, pairs alternating which runs first, ratio the median of the pairs' ratios; load average %s\n\n",
+		rows, n, runs, loadavg())
+	fmt.Println("| collection | without | with aggregate, sequence, receipt | ratio |")
+	fmt.Println("|---|---:|---:|---:|")
+	for i, what := range []string{"steady state, no traffic", "steady state, 50 rows published before each collection",
+		fmt.Sprintf("first collection (the full order scan, every %s)", outbox.OrderRescanEvery)} {
+		fmt.Printf("| %s | %s | %s | %.2fx |\n", what, ms(without[i]), ms(with[i]), ratio[i])
+	}
 }
