@@ -190,31 +190,34 @@ func (s *Sampler) fetchOrder(ctx context.Context, conn *pgx.Conn, spec *Spec, r 
 	for k, v := range tracked {
 		aggs, his = append(aggs, k), append(his, v)
 	}
-	rows, err := conn.Query(ctx, spec.orderRecountQuery(aggType, seqType), aggs, his)
-	if err != nil {
-		return fmt.Errorf("count out-of-order rows: %w", err)
-	}
-	defer rows.Close()
 	nl := len(s.o.Labels)
 	still := map[string]bool{}
-	for rows.Next() {
-		var (
-			ag     string
-			g      orderGroup
-			labels = make([]*string, nl)
-			dest   = []any{&ag}
-		)
-		for i := range labels {
-			dest = append(dest, &labels[i])
+	err := pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, spec.orderRecountQuery(aggType, seqType), aggs, his)
+		if err != nil {
+			return err
 		}
-		if err := rows.Scan(append(dest, &g.rows)...); err != nil {
-			return fmt.Errorf("count out-of-order rows: %w", err)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				ag     string
+				g      orderGroup
+				labels = make([]*string, nl)
+				dest   = []any{&ag}
+			)
+			for i := range labels {
+				dest = append(dest, &labels[i])
+			}
+			if err := rows.Scan(append(dest, &g.rows)...); err != nil {
+				return err
+			}
+			g.labels = strs(labels)
+			still[ag] = true
+			or.groups = append(or.groups, g)
 		}
-		g.labels = strs(labels)
-		still[ag] = true
-		or.groups = append(or.groups, g)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return fmt.Errorf("count out-of-order rows: %w", err)
 	}
 	for k := range tracked {
