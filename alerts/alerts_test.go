@@ -396,3 +396,13 @@ reconcile:
 		}
 	}
 }
+
+// The order and receipt alerts exist only for outboxes and audits with
+// aggregate, sequence and receipt, which deploy/example.yml has.
+func TestPromtoolTestOrderRules(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	out, err := exec.Command(promtool, "test", "rules", "testdata/order.rules.test.yml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}

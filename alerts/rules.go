@@ -66,6 +66,7 @@ func Build(cfg *config.Config) (File, error) {
 		{Name: "outbox-reconcile.alerts", Rules: b.reconcileAlerts()},
 		{Name: "outbox-audit.alerts", Rules: b.auditAlerts()},
 		{Name: "outbox-cdc.alerts", Rules: b.cdcAlerts()},
+		{Name: "outbox-order.alerts", Rules: b.orderAlerts()},
 		{Name: "outbox-exporter.alerts", Rules: b.exporterAlerts()},
 	}}
 	kept := f.Groups[:0]

@@ -54,6 +54,10 @@ outboxes:
     unknown_when: %s
     deadline: %s
     max_label_values: 20
+    # a message's events in version order; the relays record the broker's receipt
+    aggregate: message_id
+    sequence: message_version
+    receipt: receipt
 
 kafka:
   demo:
@@ -80,6 +84,8 @@ audit:
     sample: 1.0
     grace: %s
     window: %s
+    aggregate: key
+    sequence: json:version
 `,
 		q(dsn),
 		q("status = 'PENDING' AND last_error LIKE '"+unknownResultPrefix+"%'"),

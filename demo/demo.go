@@ -85,6 +85,10 @@ type Options struct {
 	// StallFor is how long a consumer stall lasts. Default NotifyDeadline
 	// plus two minutes: the lag stays past its deadline for two minutes.
 	StallFor time.Duration
+	// OrderStallFor is how long the relay of an order_overtaken fault
+	// holds the overtaken event after its successor was published.
+	// Default 6m: longer than the 5m for: of OutboxOutOfOrderEvents.
+	OrderStallFor time.Duration
 
 	// OutboxDeadline is the outbox notification deadline. Default 30s.
 	OutboxDeadline time.Duration
@@ -144,6 +148,7 @@ func (o *Options) setDefaults() {
 	def(&o.GroupDeadline, time.Minute)
 	def(&o.NotifyDeadline, 30*time.Second)
 	def(&o.StallFor, o.NotifyDeadline+2*time.Minute)
+	def(&o.OrderStallFor, 6*time.Minute)
 	def(&o.ReconcileGrace, 20*time.Second)
 	def(&o.AuditGrace, 15*time.Second)
 	def(&o.AuditWindow, 10*time.Minute)
@@ -289,6 +294,7 @@ CREATE TABLE outbox (
 	attempts        int NOT NULL DEFAULT 0,
 	last_error      text,
 	next_attempt_at timestamptz,
+	receipt         text,
 	UNIQUE (message_id, message_version)
 );
 -- The relays' claim query.

@@ -44,6 +44,7 @@ func testOptions() Options {
 		ReclaimAfter:   3 * time.Second,
 		UnknownBackoff: 3 * time.Second,
 		StallFor:       5 * time.Second,
+		OrderStallFor:  3 * time.Second,
 		ReconcileGrace: time.Second,
 	}
 }
@@ -97,6 +98,35 @@ func queryInt(t *testing.T, p *Pipeline, sql string, args ...any) int64 {
 // topicCounts reads the whole topic and counts each event_id header.
 func topicCounts(t *testing.T, p *Pipeline) map[string]int {
 	t.Helper()
+	counts := map[string]int{}
+	for _, id := range topicEvents(t, p) {
+		counts[id]++
+	}
+	return counts
+}
+
+// topicOrder returns the order in which the events ids (all of one
+// message, so of one partition) first appear on the topic, as their
+// indexes in ids: "1,0" when the second came first.
+func topicOrder(t *testing.T, p *Pipeline, ids ...string) string {
+	t.Helper()
+	var order []string
+	seen := map[string]bool{}
+	for _, e := range topicEvents(t, p) {
+		for i, id := range ids {
+			if e == id && !seen[id] {
+				seen[id] = true
+				order = append(order, fmt.Sprint(i))
+			}
+		}
+	}
+	return strings.Join(order, ",")
+}
+
+// topicEvents reads the whole topic and returns each record's event_id
+// header, each partition's in offset order.
+func topicEvents(t *testing.T, p *Pipeline) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Brokers()...), kgo.ConsumeTopics(p.opts.Topic),
@@ -118,7 +148,7 @@ func topicCounts(t *testing.T, p *Pipeline) map[string]int {
 			left[o.Partition] = o.Offset
 		}
 	})
-	counts := map[string]int{}
+	var events []string
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -127,7 +157,7 @@ func topicCounts(t *testing.T, p *Pipeline) map[string]int {
 		fs.EachRecord(func(r *kgo.Record) {
 			for _, h := range r.Headers {
 				if h.Key == "event_id" {
-					counts[string(h.Value)]++
+					events = append(events, string(h.Value))
 				}
 			}
 			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
@@ -135,7 +165,7 @@ func topicCounts(t *testing.T, p *Pipeline) map[string]int {
 			}
 		})
 	}
-	return counts
+	return events
 }
 
 // groupLag returns the summed lag of a group on the topic.
@@ -441,6 +471,31 @@ func TestFaultsLeaveTheirTrace(t *testing.T) {
 		return nil
 	})
 
+	// E9/E10: the overtaken event is held while its successor is
+	// published; then it is published after it.
+	ov := inject(t, p, FaultOrderOvertaken)
+	if len(ov.EventIDs) != 2 {
+		t.Fatalf("order fault record %+v, want the overtaken event and its successor", ov)
+	}
+	if s, n := rowState(t, p, ov.EventIDs[0]), rowState(t, p, ov.EventIDs[1]); s.Status != StatusClaimed || n.Status != StatusPublished {
+		t.Fatalf("overtaken row %+v, successor %+v: want CLAIMED and PUBLISHED", s, n)
+	}
+	eventually(t, 20*time.Second, "overtaken row published after its stall", func() error {
+		if s := rowState(t, p, ov.EventIDs[0]); s.Status != StatusPublished {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+	if order := topicOrder(t, p, ov.EventIDs...); order != "1,0" {
+		t.Errorf("on the topic the order fault's events came %s, want the successor first (1,0)", order)
+	}
+
+	// Marked by hand: PUBLISHED with no receipt, on the topic once.
+	hand := inject(t, p, FaultMarkedByHand)
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_id = $1 AND status = 'PUBLISHED' AND receipt IS NULL`, hand.EventIDs[0]); n != 1 {
+		t.Errorf("row marked by hand: %d PUBLISHED rows without receipt, want 1", n)
+	}
+
 	// Let everything else settle, then check the traces that must last.
 	p.writersPaused.Store(true)
 	eventually(t, 30*time.Second, "pipeline settled", func() error {
@@ -465,6 +520,14 @@ func TestFaultsLeaveTheirTrace(t *testing.T) {
 	}
 	if counts[rbID] != 1 {
 		t.Errorf("rolled-back event on the topic %d times, want 1", counts[rbID])
+	}
+	if counts[hand.EventIDs[0]] != 1 {
+		t.Errorf("event marked by hand on the topic %d times, want 1", counts[hand.EventIDs[0]])
+	}
+	// Every row the relays published themselves carries a receipt.
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status = 'PUBLISHED' AND receipt IS NULL AND event_id <> ALL($1)`,
+		[]string{lostID, hand.EventIDs[0]}); n != 0 {
+		t.Errorf("%d rows published by the relays without a receipt", n)
 	}
 	if counts[crashID] != 1 {
 		t.Errorf("crashed relay's event on the topic %d times, want 1", counts[crashID])

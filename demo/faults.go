@@ -40,18 +40,27 @@ const (
 	// transaction that then rolls back; the indexer indexes a message that
 	// does not exist.
 	FaultRollbackAfterPublish FaultKind = "rollback_after_publish"
+	// FaultOrderOvertaken: a relay stalls on a message's event while
+	// another relay, one that does not keep per-message order, publishes
+	// the message's next version (seed 000, E9/E10). See order.go.
+	FaultOrderOvertaken FaultKind = "order_overtaken"
+	// FaultMarkedByHand: an operator marks a row PUBLISHED by hand before
+	// its relay recorded the downstream's receipt (seed 004).
+	FaultMarkedByHand FaultKind = "marked_by_hand"
 )
 
 // FaultKinds lists every fault in the order the demo injects them.
 var FaultKinds = []FaultKind{
 	FaultRelayCrash, FaultAckLost, FaultMarkBeforeSend, FaultConsumerStall,
 	FaultIndexRowLost, FaultMissingOutbox, FaultRollbackAfterPublish,
+	FaultOrderOvertaken, FaultMarkedByHand,
 }
 
 // relayFault reports whether a relay, not the fault injector, carries out
 // the fault.
 func (k FaultKind) relayFault() bool {
-	return k == FaultRelayCrash || k == FaultAckLost || k == FaultMarkBeforeSend
+	return k == FaultRelayCrash || k == FaultAckLost || k == FaultMarkBeforeSend ||
+		k == FaultOrderOvertaken || k == FaultMarkedByHand
 }
 
 // FaultRecord is one injected fault: what, when, and which ids carry its
@@ -80,7 +89,8 @@ func (k FaultKind) Metrics() []string {
 	case FaultMarkBeforeSend:
 		// stale_target instead when the lost event was an edit: the index
 		// keeps the previous version.
-		return []string{"outbox_audit_missing_in_broker_events", `outbox_reconcile_gaps{kind="missing_target"} (stale_target for an edit)`}
+		return []string{"outbox_audit_missing_in_broker_events", `outbox_reconcile_gaps{kind="missing_target"} (stale_target for an edit)`,
+			"outbox_published_without_receipt_events_total"}
 	case FaultConsumerStall:
 		return []string{`outbox_consumer_lag_seconds{group="notify"}`, `outbox_consumer_lag_messages{group="notify"}`}
 	case FaultIndexRowLost:
@@ -89,6 +99,10 @@ func (k FaultKind) Metrics() []string {
 		return []string{`outbox_reconcile_gaps{kind="missing_outbox"}`}
 	case FaultRollbackAfterPublish:
 		return []string{`outbox_reconcile_gaps{kind="orphan_target"}`}
+	case FaultOrderOvertaken:
+		return []string{"outbox_out_of_order_events", "outbox_audit_order_inversions_total", "/api/v1/stuck (out_of_order)"}
+	case FaultMarkedByHand:
+		return []string{"outbox_published_without_receipt_events_total"}
 	}
 	return nil
 }
@@ -122,6 +136,8 @@ func describe(r FaultRecord, o Options) string {
 	case FaultRollbackAfterPublish:
 		what = fmt.Sprintf("Event %s was published from inside a transaction that then rolled back: message %s does not exist, "+
 			"yet the indexer indexed it. The reconcile job reports it as orphan_target.", ids(r), msgIDs(r))
+	case FaultOrderOvertaken, FaultMarkedByHand:
+		what = describeOrder(r, o)
 	default:
 		what = string(r.Kind)
 	}
@@ -168,7 +184,7 @@ func (p *Pipeline) InjectFault(ctx context.Context, kind FaultKind) (FaultRecord
 		err error
 	)
 	switch kind {
-	case FaultRelayCrash, FaultAckLost, FaultMarkBeforeSend:
+	case FaultRelayCrash, FaultAckLost, FaultMarkBeforeSend, FaultOrderOvertaken, FaultMarkedByHand:
 		rec, err = p.armRelayFault(ctx, kind)
 	case FaultConsumerStall:
 		until := time.Now().Add(p.opts.StallFor)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,11 @@ func TestExporterSeesEachFault(t *testing.T) {
 		{"outbox_unknown_result_events", nil},
 		{"outbox_audit_missing_in_broker_events", nil},
 		{"outbox_audit_duplicates_total", nil},
+		// Many messages, edited, over two relays that keep per-message
+		// order: no inversion, no receipt-less publish.
+		{"outbox_out_of_order_events", nil},
+		{"outbox_audit_order_inversions_total", nil},
+		{"outbox_published_without_receipt_events_total", nil},
 	} {
 		if v, found := value(ss, c.name, c.want); !found || v != 0 {
 			t.Errorf("healthy: %s = %v (found %v), want 0", c.name, v, found)
@@ -212,6 +218,7 @@ func TestExporterSeesEachFault(t *testing.T) {
 			}
 		}
 	}
+	seeOrderFaults(t, p, a)
 	if t.Failed() {
 		var b strings.Builder
 		for _, s := range scrape(t, a) {
@@ -221,4 +228,40 @@ func TestExporterSeesEachFault(t *testing.T) {
 		}
 		t.Logf("last scrape:\n%s", b.String())
 	}
+}
+
+// seeOrderFaults injects the order and receipt faults and waits for their
+// metrics: the overtaken event while its relay stalls, in the stuck rows
+// with the version that overtook it; the inversion the audit sees once it
+// is published; the receipt-less publish.
+func seeOrderFaults(t *testing.T, p *Pipeline, a *app.App) {
+	t.Helper()
+	ov := inject(t, p, FaultOrderOvertaken)
+	waitMetric(t, a, 15*time.Second, "outbox_out_of_order_events", nil, gt(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := a.Stuck(ctx, "messages", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range rows {
+		if r.ID == ov.EventIDs[0] && r.Order != nil {
+			found = true
+			seq, _ := strconv.Atoi(r.Order.Sequence)
+			over, _ := strconv.Atoi(r.Order.OvertakenBy)
+			if r.Order.Aggregate != fmt.Sprint(ov.MessageIDs[0]) || seq < 1 || over <= seq {
+				t.Errorf("overtaken row %+v", r.Order)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("stuck rows do not show %s out of order: %+v", ov.EventIDs[0], rows)
+	}
+	waitMetric(t, a, 30*time.Second, "outbox_audit_order_inversions_total", nil, gt(0))
+	waitMetric(t, a, 15*time.Second, "outbox_out_of_order_events", nil, func(v float64) bool { return v == 0 })
+
+	before, _ := value(scrape(t, a), "outbox_published_without_receipt_events_total", nil)
+	inject(t, p, FaultMarkedByHand)
+	waitMetric(t, a, 15*time.Second, "outbox_published_without_receipt_events_total", nil, gt(before))
 }

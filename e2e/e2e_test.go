@@ -55,7 +55,8 @@ const (
 // relay's row is taken back after 30s, so that it outlasts its alerts'
 // shortened for:, and a lost acknowledgement retried after 150s, so that
 // its row is still stuck on the page; the notify group stalls for 2m, so
-// that it is still red on the page too;
+// that it is still red on the page too; the order fault's relay stalls
+// 40s, longer than its alert's shortened for:;
 // reconcile every 5s with 3s grace; the audit over a 2m window with 3s
 // grace.
 func demoOptions() demo.Options {
@@ -72,6 +73,7 @@ func demoOptions() demo.Options {
 		ReclaimAfter:      30 * time.Second,
 		UnknownBackoff:    150 * time.Second,
 		StallFor:          2 * time.Minute,
+		OrderStallFor:     40 * time.Second,
 		OutboxDeadline:    8 * time.Second,
 		GroupDeadline:     15 * time.Second,
 		NotifyDeadline:    8 * time.Second,

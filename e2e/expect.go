@@ -70,6 +70,9 @@ var Expectations = []Expectation{
 		Shared: []AlertKey{{Name: "OutboxUnknownResultEvents"}, {Name: "OutboxNotificationDeadlineMissed"}},
 		May:    []AlertKey{burn}},
 	{Fault: demo.FaultMarkBeforeSend,
+		// It raises OutboxPublishedWithoutReceipt too (the relay marked
+		// the row without a receipt); that alert is marked_by_hand's own,
+		// which is injected before it.
 		Own: []AlertKey{{Name: "OutboxAuditSilentLoss"}},
 		May: []AlertKey{{Name: "OutboxReconcileGaps", Kind: "stale_target"}}},
 	{Fault: demo.FaultConsumerStall,
@@ -80,6 +83,15 @@ var Expectations = []Expectation{
 		Own: []AlertKey{{Name: "OutboxReconcileMissingOutbox"}}},
 	{Fault: demo.FaultRollbackAfterPublish,
 		Own: []AlertKey{{Name: "OutboxReconcileGaps", Kind: "orphan_target"}}},
+	{Fault: demo.FaultOrderOvertaken,
+		// The overtaken row while its relay stalls; the inversion the
+		// audit reads once it is published. The stalled row may age past
+		// the outbox deadline meanwhile.
+		Own: []AlertKey{{Name: "OutboxOutOfOrderEvents"}, {Name: "OutboxAuditOrderInversions"}},
+		May: []AlertKey{{Name: "OutboxNotificationDeadlineMissed"}}},
+	{Fault: demo.FaultMarkedByHand,
+		// Injected before mark_before_send, which raises it too.
+		Own: []AlertKey{{Name: "OutboxPublishedWithoutReceipt"}}},
 }
 
 // ExplainedAlerts is every alert some fault must or may raise; the value

@@ -28,7 +28,8 @@ CREATE TABLE outbox (
 	event_id text PRIMARY KEY, message_id bigint NOT NULL, message_version int NOT NULL,
 	event_type text NOT NULL, topic text NOT NULL, status text NOT NULL,
 	created_at timestamptz NOT NULL, published_at timestamptz, lease_until timestamptz,
-	attempts int NOT NULL DEFAULT 0, last_error text);
+	attempts int NOT NULL DEFAULT 0, last_error text,
+	conversation_id text NOT NULL DEFAULT 'c1', seq int8 NOT NULL DEFAULT 1, receipt_id text);
 INSERT INTO messages SELECT g, 1, now() - interval '1 hour' FROM generate_series(1, 6) g;
 INSERT INTO search_index SELECT g, 1 FROM generate_series(1, 4) g;
 INSERT INTO outbox VALUES
@@ -73,7 +74,7 @@ func TestMetricsGolden(t *testing.T) {
 	}
 
 	cfg := reliabilityConfig(db.URL, 2)
-	cfg = strings.Replace(cfg, "    labels: {event_type: event_type}", "    labels: {event_type: event_type}\n    dead: [ABANDONED]", 1) + fmt.Sprintf(`
+	cfg = strings.Replace(cfg, "    labels: {event_type: event_type}", "    labels: {event_type: event_type}\n    dead: [ABANDONED]\n    aggregate: conversation_id\n    sequence: seq\n    receipt: receipt_id", 1) + fmt.Sprintf(`
 kafka:
   main:
     brokers: [%s]
@@ -92,6 +93,8 @@ audit:
     topics: [messages]
     event_id: header:event_id
     grace: 1s
+    aggregate: key
+    sequence: header:seq
 `, kc.Brokers()[0])
 	s := startOn(t, cfg)
 	h := s.Handler()
@@ -162,6 +165,7 @@ var specMetrics = []string{
 	"outbox_audit_missing_in_broker_events", "outbox_audit_unmarked_in_broker_events", "outbox_audit_duplicates_total",
 	"outbox_audit_checked_events_total", "outbox_exporter_collector_success", "outbox_exporter_collector_duration_seconds",
 	"outbox_exporter_build_info", "outbox_exporter_config_last_reload_successful",
+	"outbox_out_of_order_events", "outbox_audit_order_inversions_total", "outbox_published_without_receipt_events_total",
 }
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? \S+$`)

@@ -88,6 +88,9 @@ type StuckView struct {
 	Age       float64
 	Attempts  int64
 	LastError string
+	// Order, for a row out of order: its aggregate and sequence and the
+	// published sequence that overtook it.
+	Order string
 }
 
 type groupView struct {

@@ -9,6 +9,7 @@
 //
 //	go run ./bench/outboxbench            # DATABASE_URL or 127.0.0.1:5432
 //	go run ./bench/outboxbench -rebuild   # drop and build outbox_bench again
+//	go run ./bench/outboxbench -order     # cost of aggregate/sequence/receipt (order.go)
 package main
 
 import (
@@ -51,7 +52,15 @@ func main() {
 	naiveRuns := flag.Int("naive-runs", 3, "naive queries measured per scenario")
 	rebuild := flag.Bool("rebuild", false, "drop outbox_bench and build it again")
 	smallOnly := flag.Bool("small-only", false, "measure the normal scenario only")
+	order := flag.Bool("order", false, "measure the collection with aggregate, sequence and receipt against it without them, with -small unpublished rows, in the database "+orderDB+" (order.go)")
 	flag.Parse()
+	if *order {
+		if err := runOrder(*server, *rows, *small, *runs); err != nil {
+			fmt.Fprintln(os.Stderr, "outboxbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *smallOnly {
 		*incident = 0
 	}

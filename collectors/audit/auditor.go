@@ -89,6 +89,7 @@ type Auditor struct {
 	result     *result
 	cmpErr     error
 	checked    uint64
+	order      *orderTracker // order.go; nil without aggregate and sequence
 
 	cmpMu       sync.Mutex // one comparison at a time; guards the fields below
 	checkedUpTo time.Time
@@ -177,6 +178,10 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 	if err != nil {
 		return nil, fmt.Errorf("audit %q: %w", name, err)
 	}
+	ord, err := newOrderTracker(a)
+	if err != nil {
+		return nil, fmt.Errorf("audit %q: %w", name, err)
+	}
 	s := NewSampler(a.Sample)
 	au := &Auditor{
 		name:     name,
@@ -192,6 +197,7 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 		win:      newWindow(a.Window.Milliseconds(), now.UnixMilli()),
 		dups:     map[string]*Duplicate{},
 		consumed: map[topicPartition]int64{},
+		order:    ord,
 	}
 	au.setClock(time.Now)
 	return au, nil
@@ -362,6 +368,7 @@ func (a *Auditor) tail(ctx context.Context) {
 				return
 			}
 			n++
+			a.order.observe(r, start)
 			id, err := a.extract.ID(r)
 			if err != nil {
 				if r.Timestamp.UnixMilli() < start {

@@ -53,6 +53,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- auditDuplicatesDesc
 	ch <- auditCheckedDesc
 	ch <- auditMalformedDesc
+	ch <- auditInversionsDesc
 }
 
 // Update implements Collector. The finding gauges appear once the tailer
@@ -75,6 +76,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		prometheus.MustNewConstMetric(auditCheckedDesc, prometheus.CounterValue, float64(s.Checked), name),
 		prometheus.MustNewConstMetric(auditMalformedDesc, prometheus.CounterValue, float64(s.Malformed), name),
 	}
+	ms = append(ms, c.a.orderMetrics()...)
 	if s.Compared {
 		ms = append(ms,
 			prometheus.MustNewConstMetric(auditMissingDesc, prometheus.GaugeValue, float64(s.Missing), name),

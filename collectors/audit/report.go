@@ -34,7 +34,10 @@ type Report struct {
 	// are older than the auditor's start: re-read, not counted in
 	// outbox_audit_malformed_records_total.
 	RereadMalformed uint64 `json:"reread_malformed_records"`
-	Error           string `json:"error,omitempty"`
+	// Inversions lists the last order inversions (order.go), with
+	// aggregate and sequence configured.
+	Inversions []Inversion `json:"order_inversions,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // Report returns the last comparison's findings.
@@ -52,6 +55,7 @@ func (a *Auditor) Report() Report {
 		Duplicates:        make([]Duplicate, 0, len(a.dups)),
 		DuplicatesOmitted: a.dupsOver,
 		RereadMalformed:   a.reread,
+		Inversions:        a.order.stats().Last,
 	}
 	if a.result != nil {
 		at := a.result.at.UTC()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -141,6 +142,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 			needs = append(needs, n)
 		}
 	}
+	needs = append(needs, orderNeeds(o)...)
 	for _, n := range needs {
 		n.check(r, cols)
 	}
@@ -163,6 +165,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
 	indexes := spec.Indexes()
+	maps.Copy(indexes, spec.OrderIndexes())
 	dop := o.Style() == config.StyleDeleteOnPublish
 	relname := o.Table[strings.LastIndex(o.Table, ".")+1:]
 	for _, q := range spec.plannedQueries() {
@@ -267,6 +270,7 @@ func (s *Spec) plannedQueries() []plannedQuery {
 		qs = append(qs, plannedQuery{name: "published", sql: q, index: "published_at", args: []any{int64(0)},
 			rule: planRule{condOn: s.O.PublishedAt}})
 	}
+	qs = append(qs, s.orderPlanned()...)
 	return qs
 }
 

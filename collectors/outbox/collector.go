@@ -76,6 +76,7 @@ type Collector struct {
 	logger  *slog.Logger
 	sampler *Sampler
 	descs   outboxDescs
+	order   orderDescs
 }
 
 // NewCollector returns the collector of outbox name, reading through pool
@@ -88,7 +89,7 @@ func NewCollector(name string, o *config.Outbox, pool *pgxpool.Pool, logger *slo
 		labels[i] = l.Name
 	}
 	return &Collector{name: name, o: o, pool: pool, logger: logger,
-		sampler: NewSampler(name, o), descs: newOutboxDescs(labels)}
+		sampler: NewSampler(name, o), descs: newOutboxDescs(labels), order: newOrderDescs(o)}
 }
 
 // Name implements Collector.
@@ -146,6 +147,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 			counter(d.published, float64(s.Published), l...)
 			counter(d.late, float64(s.PublishedLate), l...)
 		}
+		c.sendOrder(gauge, counter, s, l)
 	}
 	capped := 0.0
 	if snap.Capped {

@@ -32,6 +32,9 @@ type Series struct {
 	// Published and PublishedLate are cumulative since the sampler started.
 	Published     uint64
 	PublishedLate uint64
+	// OutOfOrder and NoReceipt: order.go, receipt.go.
+	OutOfOrder float64
+	NoReceipt  uint64
 }
 
 // Snapshot is one sample of an outbox.
@@ -63,12 +66,14 @@ type Sampler struct {
 	leaseW Watermark
 	leases uint64
 	hist   Histogram
+	order  orderState // order_track.go
 }
 
 type tupleState struct {
 	labels          []string
 	seen            time.Time
 	published, late uint64
+	noReceipt       uint64
 }
 
 // NewSampler returns a sampler of outbox name.
@@ -102,6 +107,7 @@ type read struct {
 	dead      []group
 	leases    []Mark
 	published []PublishedRow
+	order     orderRead
 }
 
 // Sample runs the outbox's queries (sessions of pool are read-only) and
@@ -188,6 +194,7 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 			return nil
 		})
 	}
+	s.queueOrder(b, spec, r)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquire a connection: %w", err)
@@ -212,6 +219,9 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		if r.oldest, err = scanOldest(rows, nl); err != nil {
 			return nil, fmt.Errorf("find oldest unpublished rows: %w", err)
 		}
+	}
+	if err := s.fetchOrder(ctx, conn.Conn(), spec, r); err != nil {
+		return nil, err
 	}
 	s.spec = spec
 	return r, nil
@@ -347,6 +357,7 @@ func scanPublished(rows pgx.Rows, nl int) ([]PublishedRow, error) {
 			dest = append(dest, &labels[i])
 		}
 		dest = append(dest, &p.PublishedAt, &lat)
+		dest = append(dest, publishedExtraDest(rows, nl, &p)...)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -441,6 +452,7 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	for _, g := range r.dead {
 		at(g.labels).Events[stateIndex(Dead)] += float64(g.rows)
 	}
+	s.applyOrder(r, at)
 	for key, g := range gauges {
 		s.tuple(key, g.Labels).seen = now
 	}
@@ -452,6 +464,9 @@ func (s *Sampler) apply(r *read) *Snapshot {
 		t := s.tuple(key, folded)
 		t.seen = now
 		t.published++
+		if p.NoReceipt {
+			t.noReceipt++
+		}
 		if Late(time.Duration(p.Latency*float64(time.Second)), Deadline(o, p.Labels)) {
 			t.late++
 		}
@@ -473,7 +488,7 @@ func (s *Sampler) apply(r *read) *Snapshot {
 		if g, ok := gauges[k]; ok {
 			x = *g
 		}
-		x.Published, x.PublishedLate = t.published, t.late
+		x.Published, x.PublishedLate, x.NoReceipt = t.published, t.late, t.noReceipt
 		x.Deadline = Deadline(o, t.labels).Seconds()
 		snap.Series = append(snap.Series, x)
 	}

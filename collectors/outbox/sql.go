@@ -557,6 +557,7 @@ func (s *Spec) PublishedQuery() string {
 	sel = append(sel,
 		"(extract(epoch from "+ts(o.PublishedAt)+") * 1000000)::int8",
 		"extract(epoch from "+ts(o.PublishedAt)+" - "+ts(o.CreatedAt)+")::float8")
+	sel = append(sel, s.publishedExtras()...)
 	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 		strings.Join(sel, ", "), s.table,
 		s.where(col(o.PublishedAt)+" > coalesce('epoch'::timestamptz + $1::int8 * interval '1 microsecond', now() - "+interval(SkewWindow)+")"),
@@ -688,7 +689,7 @@ func (s *Spec) Indexes() map[string]Index {
 		labels = append(labels, l.Column)
 	}
 	var include []string
-	for _, c := range []string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts} {
+	for _, c := range append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...) {
 		if c != "" && !slices.Contains(labels, c) && c != o.CreatedAt && !slices.Contains(include, c) {
 			include = append(include, c)
 		}

@@ -29,6 +29,8 @@ type StuckRow struct {
 	UnknownResult bool              `json:"unknown_result"`
 	PastDeadline  bool              `json:"past_deadline"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	// Order is set for a row out of order (order.go).
+	Order *StuckOrder `json:"out_of_order,omitempty"`
 }
 
 // TrimError cuts s to at most n characters of valid UTF-8.
@@ -106,5 +108,6 @@ func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
 	}
-	return out, nil
+	rows.Close()
+	return withOrder(ctx, tx, spec, out, limit)
 }

@@ -29,6 +29,12 @@ type PublishedRow struct {
 	PublishedAt int64
 	// Latency is published_at - created_at in seconds.
 	Latency float64
+	// NoReceipt: the receipt column is NULL or empty (receipt.go).
+	NoReceipt bool
+	// Overtakes is the row's aggregate when an unpublished row of it has
+	// a lower sequence, Sequence the row's (order_track.go).
+	Overtakes *string
+	Sequence  string
 }
 
 // Watermark decides which rows crossed a point in time since the last

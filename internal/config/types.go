@@ -87,6 +87,17 @@ type Outbox struct {
 	// Default 10000 (the incident benchmark: 12-22 ms per collection at a 2M
 	// backlog, against 85-115 ms at 100000).
 	MaxCount int `yaml:"max_count"`
+
+	// Aggregate and Sequence are the columns of an event's aggregate (a
+	// conversation, an order) and its place in it; with both set,
+	// outbox_out_of_order_events counts unpublished rows overtaken by a
+	// published successor (seed 000, E9/E10). Receipt is the column a
+	// relay fills with the downstream's receipt id; with it set,
+	// outbox_published_without_receipt_events_total counts rows published
+	// without one (seed 004). See validate_order.go.
+	Aggregate string `yaml:"aggregate"`
+	Sequence  string `yaml:"sequence"`
+	Receipt   string `yaml:"receipt"`
 }
 
 // StateStyle is how an outbox row's state is stored.
@@ -222,6 +233,12 @@ type Audit struct {
 	// Interval is how often the outbox is compared with the topics.
 	// Default 30s.
 	Interval time.Duration `yaml:"interval"`
+	// Aggregate and Sequence say where a record carries its aggregate and
+	// its sequence (key, header:NAME or a dotted json:PATH); with both
+	// set, outbox_audit_order_inversions_total counts records seen out of
+	// order on a partition.
+	Aggregate string `yaml:"aggregate"`
+	Sequence  string `yaml:"sequence"`
 }
 
 // Alerting holds what `generate` needs beyond the collectors' own keys.

@@ -206,6 +206,7 @@ func (c *Config) validate() Errors {
 	}
 	v.cdcs()
 	v.alerting("alerting", &c.Alerting)
+	v.order()
 	return v.errs
 }
 
