@@ -89,9 +89,9 @@ type Auditor struct {
 	dups       map[string]*Duplicate
 	dupsOver   int
 	parts      map[topicPartition]*partState
-	firstTS    map[topicPartition]int64             // first record's timestamp per partition
-	need       map[topicPartition]int64             // end offsets at start; nil until listed
-	recent     [recentIDs]recentID                  // ring of recent sampled ids
+	firstTS    map[topicPartition]int64 // first record's timestamp per partition
+	need       map[topicPartition]int64 // end offsets at start; nil until listed
+	recent     [recentIDs]recentID      // ring of recent sampled ids
 	recentNext int
 	ready      bool
 	tailErr    error
