@@ -136,7 +136,7 @@ func compare(t *testing.T, a *Auditor) Report {
 // exact findings they must give.
 type scenario struct {
 	missing, unmarked []string
-	dead              []string // dead rows on the topics
+	dead              []string       // dead rows on the topics
 	dups              map[string]int // id → copies
 	notJudged         []string
 	records           int // records produced, malformed included
