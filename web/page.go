@@ -228,13 +228,15 @@ func (s *Server) pageData(r *http.Request) pageData {
 		d.Outboxes = append(d.Outboxes, v)
 	}
 
+	// Indexed once: a Max per group over every lag sample is groups².
+	lagSec := snap.MaxBy("outbox_consumer_lag_seconds", "cluster", "group")
+	lagMsg := snap.SumBy("outbox_consumer_lag_messages", "cluster", "group")
+	members := snap.MaxBy("outbox_consumer_group_members", "cluster", "group")
 	for _, smp := range snap.Metrics["outbox_consumer_deadline_seconds"] {
 		c, g := smp.Labels["cluster"], smp.Labels["group"]
-		m := map[string]string{"cluster": c, "group": g}
+		k := [2]string{c, g}
 		gv := groupView{Cluster: c, Group: g, Deadline: smp.Value}
-		gv.LagSeconds, _ = snap.Max("outbox_consumer_lag_seconds", m)
-		gv.LagMessages = snap.Sum("outbox_consumer_lag_messages", m)
-		gv.Members, _ = snap.Max("outbox_consumer_group_members", m)
+		gv.LagSeconds, gv.LagMessages, gv.Members = lagSec[k], lagMsg[k], members[k]
 		gv.Status = statusFor(gv.LagSeconds, gv.Deadline)
 		if !collectorOK["kafka/"+c] {
 			gv.Status = worst(gv.Status, Unknown)

@@ -56,6 +56,35 @@ func (s *Snapshot) Max(name string, match map[string]string) (float64, bool) {
 	return best, found
 }
 
+// MaxBy returns the largest value of name per distinct value of the labels
+// keys (one or two), in one pass over its samples. A missing label is "".
+func (s *Snapshot) MaxBy(name string, keys ...string) map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	for _, smp := range s.Metrics[name] {
+		var k [2]string
+		for i, key := range keys[:min(len(keys), 2)] {
+			k[i] = smp.Labels[key]
+		}
+		if v, ok := out[k]; !ok || smp.Value > v {
+			out[k] = smp.Value
+		}
+	}
+	return out
+}
+
+// SumBy is MaxBy's sum.
+func (s *Snapshot) SumBy(name string, keys ...string) map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	for _, smp := range s.Metrics[name] {
+		var k [2]string
+		for i, key := range keys[:min(len(keys), 2)] {
+			k[i] = smp.Labels[key]
+		}
+		out[k] += smp.Value
+	}
+	return out
+}
+
 // Sum adds the values of name among samples matching match.
 func (s *Snapshot) Sum(name string, match map[string]string) float64 {
 	var sum float64
@@ -119,14 +148,15 @@ func (r *recorder) record(s *Snapshot) {
 	r.mu.Lock()
 	r.last = s
 	r.mu.Unlock()
-	for _, o := range s.Values("outbox_oldest_pending_age_seconds", "outbox") {
-		v, _ := s.Max("outbox_oldest_pending_age_seconds", map[string]string{"outbox": o})
-		r.history.Add(outboxKey(o), s.At, v)
+	// One pass over each metric: the history costs what the series do,
+	// not series x series (a Max per group scanned every lag sample).
+	for o, v := range s.MaxBy("outbox_oldest_pending_age_seconds", "outbox") {
+		r.history.Add(outboxKey(o[0]), s.At, v)
 	}
+	lag := s.MaxBy("outbox_consumer_lag_seconds", "cluster", "group")
 	for _, smp := range s.Metrics["outbox_consumer_deadline_seconds"] {
 		c, g := smp.Labels["cluster"], smp.Labels["group"]
-		v, _ := s.Max("outbox_consumer_lag_seconds", map[string]string{"cluster": c, "group": g})
-		r.history.Add(groupKey(c, g), s.At, v)
+		r.history.Add(groupKey(c, g), s.At, lag[[2]string{c, g}])
 	}
 }
 

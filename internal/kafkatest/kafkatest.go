@@ -66,3 +66,13 @@ func New(t testing.TB, brokers int, opts ...kfake.Opt) *Cluster {
 	t.Cleanup(c.Close)
 	return &Cluster{Cluster: c, Ports: ports}
 }
+
+// Real reports that this is kfake, not Apache Kafka.
+func (c *Cluster) Real() bool { return false }
+
+// Env is a Kafka a test talks to: a kfake Cluster or a real Broker. Test
+// tables run each case against both where the two can answer differently.
+type Env interface {
+	Brokers() []string
+	Real() bool
+}
