@@ -28,7 +28,8 @@ const secretBody = "SECRET-BODY-must-never-leak"
 type fixture struct {
 	t     *testing.T
 	db    *pgtest.DB
-	kafka *kafkatest.Cluster
+	kafka *kafkatest.Cluster // nil on the real broker
+	env   kafkatest.Env
 	prod  *kgo.Client
 	pool  *pgxpool.Pool
 	ob    *config.Outbox
@@ -37,11 +38,20 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, db: pgtest.New(t)}
-	f.kafka = kafkatest.New(t, 1, kfake.SeedTopics(2, "messages"), kfake.SeedTopics(1, "messages.retry"))
-	f.kcfg = &config.Kafka{Brokers: f.kafka.Brokers()}
+	c := kafkatest.New(t, 1, kfake.SeedTopics(2, "messages"), kfake.SeedTopics(1, "messages.retry"))
+	f := newFixtureOn(t, c)
+	f.kafka = c
+	return f
+}
+
+// newFixtureOn is a fixture on a kfake cluster or a real broker; topics
+// are the test's to create.
+func newFixtureOn(t *testing.T, env kafkatest.Env) *fixture {
+	t.Helper()
+	f := &fixture{t: t, db: pgtest.New(t), env: env}
+	f.kcfg = &config.Kafka{Brokers: env.Brokers()}
 	var err error
-	f.prod, err = kgo.NewClient(kgo.SeedBrokers(f.kafka.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	f.prod, err = kgo.NewClient(kgo.SeedBrokers(env.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
