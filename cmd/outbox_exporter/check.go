@@ -58,6 +58,9 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 	if !checkReconcile(ctx, stdout, cfg, pools) {
 		ok = false
 	}
+	if !checkAudit(ctx, stdout, cfg, pools) {
+		ok = false
+	}
 	if !ok {
 		fmt.Fprintln(stdout, "check: NOT OK")
 		return 1

@@ -132,8 +132,12 @@ func (a *Auditor) observe(p *poll, fetchErr error) {
 			continue
 		}
 		a.sampled++
-		a.recent[a.recentNext%recentIDs] = recentID{id: string(r.id), ts: r.ts}
-		a.recentNext++
+		// Every 8th sampled id is kept as text: the ring then spans the
+		// last 512 sampled records at one small allocation per 8.
+		if a.sampled&7 == 1 {
+			a.recent[a.recentNext%recentIDs] = recentID{id: string(r.id), ts: r.ts}
+			a.recentNext++
+		}
 		if dup {
 			if r.ts >= p.start {
 				a.duplicates++
