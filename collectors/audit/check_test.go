@@ -53,12 +53,19 @@ func TestCheckAudit(t *testing.T) {
 	if it := item(r, "event ids"); it.Level != CheckOK || !strings.Contains(it.Detail, "10 of the last 10") {
 		t.Errorf("matching ids: %+v", it)
 	}
-	if it := item(r, "index on published_at"); it.Level != CheckFail || r.OK ||
+	if it := item(r, "indexes"); it.Level != CheckFail || r.OK ||
 		!strings.Contains(strings.Join(r.Statements, "\n"), `ON "public"."outbox" ("published_at")`) {
 		t.Errorf("no index on published_at: %+v, statements %v", it, r.Statements)
 	}
-	f.db.Exec(t, `CREATE INDEX ON public.outbox (published_at); CREATE INDEX ON public.outbox (status); CREATE INDEX ON public.outbox (created_at)`)
-	if r = runCheck(t, f, cfg); !r.OK {
+	// The statements it prints, or partial indexes like the outbox
+	// collector's, serve the query.
+	f.db.Exec(t, `CREATE INDEX ON public.outbox (published_at)`)
+	if r = runCheck(t, f, cfg); r.OK {
+		t.Errorf("with an index on published_at only: OK:\n%s", r.Text())
+	}
+	f.db.Exec(t, `CREATE INDEX ON public.outbox (created_at) WHERE status IN ('PENDING', 'CLAIMED');
+		CREATE INDEX ON public.outbox (event_id) WHERE status IN ('ABANDONED')`)
+	if r = runCheck(t, f, cfg); !r.OK || item(r, "indexes").Level != CheckOK {
 		t.Errorf("with the indexes: not OK:\n%s", r.Text())
 	}
 
