@@ -69,7 +69,6 @@ type Auditor struct {
 	extract  Extractor
 	sampler  Sampler
 	query    string
-	style    config.StateStyle
 	client   *kgo.Client
 	interval time.Duration
 	now      atomic.Pointer[func() time.Time]
@@ -179,11 +178,17 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 		extract:  ext,
 		sampler:  s,
 		query:    outboxQuery(o, s),
-		style:    o.Style(),
 		interval: DefaultCompareInterval,
 	}
 	au.setClock(time.Now)
 	au.reset(time.Now())
+	// What the audit cannot see with this outbox (check says the same).
+	switch {
+	case o.Style() == config.StyleDeleteOnPublish:
+		au.logger.Warn("the outbox deletes published rows: silent loss cannot be seen, only lost acknowledgements and duplicates")
+	case o.PublishedAt == "":
+		au.logger.Warn("no published_at column: published rows are chosen by created_at, so a backlog row older than the window is not judged")
+	}
 	return au, nil
 }
 

@@ -27,6 +27,12 @@ type oExpect struct {
 	judged, matched         int
 }
 
+// oSeen is what the window holds for one sampled id.
+type oSeen struct {
+	earliest time.Time
+	copies   int
+}
+
 // expect computes a comparison at time at by brute force: the window is
 // every sampled id of the records the auditor could read (those retained
 // at its start from one window back, and those written since) that is
@@ -36,12 +42,24 @@ type oExpect struct {
 func (r *oracleRun) expect(o *oAuditor, at time.Time) oExpect {
 	c := r.c
 	var e oExpect
-	from := o.start.Add(-c.window)
-	type seen struct {
-		earliest time.Time
-		copies   int
+	win := r.windowOf(o, at, &e)
+	start := at.Add(-c.window)
+	if tf := r.coverageOf(o); tf.After(start) {
+		start = tf
 	}
-	win := map[string]*seen{}
+	e.span = at.Sub(start)
+	r.judgeRows(o, at, win, start.Add(c.grace), &e)
+	for _, l := range [][]string{e.missing, e.unmarked, e.dead} {
+		sort.Strings(l)
+	}
+	return e
+}
+
+// windowOf collects the window at time at and the record counters.
+func (r *oracleRun) windowOf(o *oAuditor, at time.Time, e *oExpect) map[string]*oSeen {
+	c := r.c
+	from := o.start.Add(-c.window)
+	win := map[string]*oSeen{}
 	note := func(rec oRecord) {
 		if rec.id == "" || rec.ts.Before(at.Add(-c.window)) || !r.sampledID(rec.id) {
 			return
@@ -53,24 +71,11 @@ func (r *oracleRun) expect(o *oAuditor, at time.Time) oExpect {
 			}
 			return
 		}
-		win[rec.id] = &seen{earliest: rec.ts, copies: 1}
+		win[rec.id] = &oSeen{earliest: rec.ts, copies: 1}
 	}
 	prior := map[string]bool{}
-	tailerFrom := from
 	for _, tp := range sortedParts(o.snap) {
-		p := o.snap[tp]
-		cover := from
-		if p.logStart > 0 && (len(p.recs) == 0 || !p.recs[0].ts.Before(from)) {
-			if len(p.recs) == 0 {
-				cover = o.start
-			} else {
-				cover = p.recs[0].ts
-			}
-		}
-		if cover.After(tailerFrom) {
-			tailerFrom = cover
-		}
-		for _, rec := range p.recs {
+		for _, rec := range o.snap[tp].recs {
 			if rec.ts.Before(from) {
 				continue
 			}
@@ -97,6 +102,8 @@ func (r *oracleRun) expect(o *oAuditor, at time.Time) oExpect {
 			liveCopies[rec.id]++
 		}
 	}
+	// Each live copy is a duplicate but the first of an id the window did
+	// not hold yet.
 	for id, n := range liveCopies {
 		e.duplicatesTotal += uint64(n)
 		if !prior[id] {
@@ -109,12 +116,34 @@ func (r *oracleRun) expect(o *oAuditor, at time.Time) oExpect {
 			e.dups[id] = s.copies
 		}
 	}
-	start := at.Add(-c.window)
-	if tailerFrom.After(start) {
-		start = tailerFrom
+	return win
+}
+
+// coverageOf is where the auditor's view of the topics begins: per
+// partition one window back, or, where the log start is past 0 and no
+// retained record is older than that, the first retained record (the
+// start if none is retained); the latest over all partitions.
+func (r *oracleRun) coverageOf(o *oAuditor) time.Time {
+	from := o.start.Add(-r.c.window)
+	latest := from
+	for _, p := range o.snap {
+		cover := from
+		if p.logStart > 0 && (len(p.recs) == 0 || !p.recs[0].ts.Before(from)) {
+			cover = o.start
+			if len(p.recs) > 0 {
+				cover = p.recs[0].ts
+			}
+		}
+		if cover.After(latest) {
+			latest = cover
+		}
 	}
-	e.span = at.Sub(start)
-	judgeFrom := start.Add(c.grace)
+	return latest
+}
+
+// judgeRows judges every row in scope against the window.
+func (r *oracleRun) judgeRows(o *oAuditor, at time.Time, win map[string]*oSeen, judgeFrom time.Time, e *oExpect) {
+	c := r.c
 	firstSeen := map[string]time.Time{}
 	for _, row := range c.rows {
 		if row.deleted || !r.sampledID(row.id) || !r.inScope(row, judgeFrom) {
@@ -163,10 +192,6 @@ func (r *oracleRun) expect(o *oAuditor, at time.Time) oExpect {
 	}
 	o.firstSeen = firstSeen
 	o.checkedUpTo = at
-	for _, l := range [][]string{e.missing, e.unmarked, e.dead} {
-		sort.Strings(l)
-	}
-	return e
 }
 
 // inScope: published rows by publication time (created_at without a
