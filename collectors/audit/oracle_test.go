@@ -92,6 +92,8 @@ type oracleRun struct {
 	ob    *config.Outbox
 	cfg   *config.Audit
 	tally *oTally
+	// compacted: the topics have cleanup.policy=compact.
+	compacted bool
 }
 
 // oAuditor is the oracle's side of one auditor's life.
@@ -113,7 +115,7 @@ type oPartition struct {
 func runOracle(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool, env kafkatest.Env, seed int64, tally *oTally) {
 	base := time.Now().Truncate(time.Second)
 	c := newOracleCase(seed, base)
-	t.Log(c)
+	t.Log(c, ", compacted: ", seed%6 == 0)
 	r := &oracleRun{t: t, c: c, db: db, pool: pool, env: env, tally: tally}
 	var err error
 	r.prod, err = kgo.NewClient(kgo.SeedBrokers(env.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -123,6 +125,10 @@ func runOracle(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool, env kafkatest.En
 	t.Cleanup(r.prod.Close)
 	name := kafkatest.Name(t)
 	c.topics = []string{name + ".a", name + ".b"}
+	// One kfake seed in six has compacted topics (compacted on demand; a
+	// real broker compacts when it likes, so TestAuditCompaction covers it).
+	kf, _ := env.(*kafkatest.Cluster)
+	r.compacted = kf != nil && seed%6 == 0
 	r.createTopic(c.topics[0], 2)
 	r.createTopic(c.topics[1], 1)
 	r.setup()
@@ -130,6 +136,9 @@ func runOracle(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool, env kafkatest.En
 	recs := c.initial()
 	r.writeRows(c.rows)
 	r.produce(recs)
+	if r.compacted {
+		kf.Compact()
+	}
 	r.trim()
 	a := r.startAuditor(base)
 	r.check(a, base, false)
@@ -142,6 +151,9 @@ func runOracle(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool, env kafkatest.En
 	a.a.Close()
 
 	// A restart, perhaps after retention deleted more.
+	if r.compacted {
+		kf.Compact()
+	}
 	r.trim()
 	restart := base.Add(c.delta)
 	b := r.startAuditor(restart)
@@ -158,7 +170,12 @@ func (r *oracleRun) createTopic(name string, partitions int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(r.prod)
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	var configs map[string]*string
+	if r.compacted {
+		compact := "compact"
+		configs = map[string]*string{"cleanup.policy": &compact}
+	}
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
