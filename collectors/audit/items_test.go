@@ -296,10 +296,14 @@ func TestAuditBacklogByPublicationTime(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	f.row("backlog-lost", "PUBLISHED", now.Add(-2*time.Hour), ptrTime(now.Add(-5*time.Minute)))
 	f.row("backlog-ok", "PUBLISHED", now.Add(-2*time.Hour), ptrTime(now.Add(-5*time.Minute)))
-	f.row("backlog-unacked", "PENDING", now.Add(-3*time.Hour), nil)
+	f.row("backlog-unacked", "CLAIMED", now.Add(-3*time.Hour), nil)
+	// Pending, never claimed, created before the window: a live relay did
+	// not send it, and a backlog is not read whole.
+	f.row("backlog-pending", "PENDING", now.Add(-3*time.Hour), nil)
 	f.row("old-published", "PUBLISHED", now.Add(-3*time.Hour), ptrTime(now.Add(-2*time.Hour)))
 	f.row("old-dead", "ABANDONED", now.Add(-20*time.Minute), nil)
 	f.produce(rec("messages", 0, "backlog-ok", now.Add(-5*time.Minute)), rec("messages", 1, "backlog-unacked", now.Add(-10*time.Minute)),
+		rec("messages", 1, "backlog-pending", now.Add(-10*time.Minute)),
 		rec("messages", 0, "old-dead", now.Add(-15*time.Minute)))
 	a := f.startAudit(auditCfg("messages", "messages.retry"), func() time.Time { return now })
 	r := compare(t, a)

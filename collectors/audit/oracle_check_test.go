@@ -204,8 +204,10 @@ func (r *oracleRun) judgeRows(o *oAuditor, at time.Time, win map[string]*oSeen, 
 }
 
 // inScope: published rows by publication time (created_at without a
-// published_at column), every unpublished row, dead rows by dead_at (or
-// created_at), no row of an unlisted status.
+// published_at column); unpublished rows a relay claimed (an in_flight or
+// unknown status, a lease) whatever their age, and the others created
+// inside the window; dead rows by dead_at (or created_at); no row of an
+// unlisted status.
 func (r *oracleRun) inScope(row *oRow, from time.Time) bool {
 	switch row.class {
 	case Published:
@@ -214,7 +216,14 @@ func (r *oracleRun) inScope(row *oRow, from time.Time) bool {
 		}
 		return !row.created.Before(from)
 	case Unpublished:
-		return true
+		claimed := row.lease != nil
+		if row.status != nil {
+			switch *row.status {
+			case "CLAIMED", "UNKNOWN", "1", "4":
+				claimed = true
+			}
+		}
+		return claimed || !row.created.Before(from)
 	case Dead:
 		if row.dead != nil {
 			return !row.dead.Before(from)

@@ -42,7 +42,8 @@ type oRow struct {
 	created   time.Time
 	published *time.Time
 	dead      *time.Time
-	deleted   bool // deleted on publish: not in the table
+	lease     *time.Time // lease_until (timestamps style): claimed by a relay
+	deleted   bool       // deleted on publish: not in the table
 }
 
 // oRecord is one record to produce.
@@ -179,7 +180,7 @@ func (c *oracleCase) statusOf(class Class) *string {
 // at time at.
 func (c *oracleCase) setClass(r *oRow, class Class, at time.Time) {
 	r.class = class
-	r.published, r.dead, r.status = nil, nil, nil
+	r.published, r.dead, r.status, r.lease = nil, nil, nil, nil
 	switch c.style {
 	case styleStatusText, styleStatusInt, styleStatusNoPublishedAt:
 		r.status = c.statusOf(class)
@@ -194,6 +195,10 @@ func (c *oracleCase) setClass(r *oRow, class Class, at time.Time) {
 			r.dead = &at
 		case Ignored:
 			r.class = Unpublished
+		}
+		if r.class == Unpublished && c.rng.IntN(2) == 0 {
+			l := c.base.Add(time.Duration(c.rng.IntN(600)-300) * time.Second)
+			r.lease = &l
 		}
 	case styleDeleteOnPublish:
 		switch class {

@@ -217,8 +217,8 @@ func (r *oracleRun) setup() {
 		cols = append(cols, "published_at "+c.tsType)
 		ob.PublishedAt = "published_at"
 	case styleTimestamps:
-		cols = append(cols, "published_at "+c.tsType, "dead_at "+c.tsType)
-		ob.PublishedAt, ob.DeadAt = "published_at", "dead_at"
+		cols = append(cols, "published_at "+c.tsType, "dead_at "+c.tsType, "lease_until "+c.tsType)
+		ob.PublishedAt, ob.DeadAt, ob.LeaseUntil = "published_at", "dead_at", "lease_until"
 	}
 	r.db.Exec(r.t, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (%s)", r.table, r.table, strings.Join(cols, ", ")))
 	r.t.Cleanup(func() { r.db.Exec(r.t, "DROP TABLE IF EXISTS "+r.table) })
@@ -251,6 +251,9 @@ func (r *oracleRun) writeRows(rows []*oRow) {
 		}
 		if r.ob.DeadAt != "" {
 			cols, vals = append(cols, "dead_at"), append(vals, ts(row.dead))
+		}
+		if r.ob.LeaseUntil != "" {
+			cols, vals = append(cols, "lease_until"), append(vals, ts(row.lease))
 		}
 		ph := make([]string, len(cols))
 		for i := range cols {
