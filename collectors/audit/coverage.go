@@ -22,7 +22,9 @@ import (
 //   - the log start is past 0 and the window reaches before it: records
 //     of the window were deleted (retention, DeleteRecords). Covered from
 //     the timestamp of the first record still held, or from start if the
-//     partition holds none;
+//     partition holds none. On a compacted topic the same whenever the
+//     log start is past 0: compaction leaves offset gaps, so the offset
+//     before the window's first record may be gone and prove nothing;
 //   - the topic is compacted and the event id is not the record key:
 //     compaction may have removed any record older than
 //     min.compaction.lag.ms, so covered from start−min.compaction.lag.ms.
@@ -63,8 +65,12 @@ func partitionCover(l partitionListing, p topicPolicy, idInKey bool, from, start
 		}
 		cover = max(cover, start-lag)
 	}
-	if l.logStart > 0 && l.atFrom <= l.logStart {
-		if l.logStart >= l.end {
+	// Records were deleted, and perhaps some of the window's: either the
+	// window reaches the log start, or compaction may have left a gap
+	// just before the window's first offset, so the record before it
+	// need not exist to prove the window complete.
+	if l.logStart > 0 && (l.atFrom <= l.logStart || p.compacted) {
+		if l.atFrom >= l.end {
 			return max(cover, start), false
 		}
 		return cover, true

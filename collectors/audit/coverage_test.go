@@ -23,6 +23,11 @@ func TestPartitionCover(t *testing.T) {
 		{"compacted, id in a header", partitionListing{end: 10}, compact, false, start - 600, false},
 		{"compacted, id in the key", partitionListing{end: 10}, compact, true, from, false},
 		{"compacted and trimmed", partitionListing{logStart: 5, atFrom: 5, end: 10}, compact, false, start - 600, true},
+		// Seed 20040: a compaction gap at the log start; the offset before
+		// the window's first record is not there to prove it complete.
+		{"compacted, log start past 0", partitionListing{logStart: 4, atFrom: 5, end: 10}, compact, true, from, true},
+		{"compacted, log start past 0, nothing in the window", partitionListing{logStart: 4, atFrom: 10, end: 10}, compact, true, start, false},
+		{"compacted, never trimmed", partitionListing{logStart: 0, atFrom: 5, end: 10}, compact, true, from, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cover, first := partitionCover(tt.l, tt.p, tt.idInKey, from, start)

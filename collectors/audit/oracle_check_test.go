@@ -134,10 +134,18 @@ func (r *oracleRun) coverageOf(o *oAuditor) time.Time {
 			// with the id in the key the newest record of each survives.
 			cover = o.start
 		}
-		if p.logStart > 0 && (len(p.recs) == 0 || !p.recs[0].ts.Before(from)) {
+		// Deleted records may have been in the window when no retained
+		// record is older than it; on a compacted topic whenever anything
+		// was deleted (compaction leaves gaps). Then the partition counts
+		// from its first retained record inside the window (the start if
+		// none).
+		if p.logStart > 0 && (len(p.recs) == 0 || !p.recs[0].ts.Before(from) || r.compacted) {
 			first := o.start
-			if len(p.recs) > 0 {
-				first = p.recs[0].ts
+			for _, rec := range p.recs {
+				if !rec.ts.Before(from) {
+					first = rec.ts
+					break
+				}
 			}
 			if first.After(cover) {
 				cover = first

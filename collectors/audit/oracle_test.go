@@ -43,7 +43,12 @@ var (
 )
 
 // oracleRegressions are seeds that once found a fault; they always run.
-var oracleRegressions = []int64{}
+//
+// 20040, 20226, 20556, 20640, 22962: compacted topics, id in the key, a
+// restart after compaction moved the log start with a gap before the
+// window's first offset: the audit took the window as complete and
+// reported rows whose records were deleted as lost.
+var oracleRegressions = []int64{20040, 20226, 20556, 20640, 22962}
 
 func TestAuditOracle(t *testing.T) {
 	db := pgtest.New(t)
