@@ -51,7 +51,7 @@ const (
 )
 
 var (
-	mode       = flag.String("mode", "run", "run (orchestrate), or a child: broker, tail, window, naive")
+	mode       = flag.String("mode", "run", "run (orchestrate), query (the outbox-side query in PostgreSQL), or a child: broker, tail, window, naive")
 	records    = flag.Int("records", 2_000_000, "records on the broker for the tail passes")
 	valueBytes = flag.Int("value-bytes", 200, "record value size")
 	brokers    = flag.String("brokers", "", "child: broker address")
@@ -92,6 +92,8 @@ func main() {
 		err = naive()
 	case "combined":
 		err = combined()
+	case "query":
+		err = query()
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}

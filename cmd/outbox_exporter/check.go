@@ -69,6 +69,9 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 		ok = false
 	}
 	ok = checkCDC(ctx, stdout, cfg, pools) && ok
+	if !checkAudit(ctx, stdout, cfg, pools) {
+		ok = false
+	}
 	if !ok {
 		fmt.Fprintln(stdout, "check: NOT OK")
 		return 1

@@ -11,14 +11,19 @@
 // resident). Record values are read only to find a json:FIELD id and are
 // never kept or logged.
 //
-// The outbox side is a query, every 30 s, of the sampled rows created in
-// the window (id, state, published_at; no body), streamed and judged row
-// by row by Judge. Both sides sample with the same function: MD5 of the
-// id's text, in SQL md5(id::text), so the filter runs in PostgreSQL and
-// only sampled rows travel; the cost is one range scan of created_at over
-// the window and one md5 per scanned row. The id's text must be the same
-// on both sides (id::text in the table, the header, key or JSON value on
-// the topic).
+// The outbox side is a query, every 30 s, of the sampled rows in scope
+// (id, state, published_at; no body): rows published inside the span the
+// topics and the tailer cover, every unpublished row, and recent dead
+// rows, streamed and judged row by row by Judge (comparison.go). Both
+// sides sample with the same function: MD5 of the id's text, in SQL
+// md5(id::text), so the filter runs in PostgreSQL and only sampled rows
+// travel. The id's text must be the same on both sides (id::text in the
+// table, the header, key or JSON value on the topic); when it plainly is
+// not, the audit says so instead of reporting loss (mismatch.go).
+//
+// Files: auditor.go (the type, start and stop), tailer.go (reading the
+// topics), coverage.go (what span the topics still hold), comparison.go
+// (judging the rows), mismatch.go, outbox.go (the query), window.go.
 //
 // After a restart the window is re-read from the topics, so the findings
 // are the same; counters count from the start only (see Start).
@@ -29,13 +34,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -60,6 +63,7 @@ const (
 type Auditor struct {
 	name     string
 	cfg      config.Audit
+	kafka    *config.Kafka
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
 	extract  Extractor
@@ -68,12 +72,16 @@ type Auditor struct {
 	client   *kgo.Client
 	interval time.Duration
 	now      atomic.Pointer[func() time.Time]
+	// manual: Start runs no comparison loop; the caller compares (tests
+	// that drive the clock).
+	manual bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu         sync.Mutex
 	started    time.Time
+	fromMs     int64 // started − window: where the tailer starts reading
 	win        *window
 	records    uint64
 	sampled    uint64
@@ -82,8 +90,11 @@ type Auditor struct {
 	duplicates uint64
 	dups       map[string]*Duplicate
 	dupsOver   int
-	consumed   map[topicPartition]int64 // next offset per partition
+	parts      map[topicPartition]*partState
+	firstTS    map[topicPartition]int64 // first record's timestamp per partition
 	need       map[topicPartition]int64 // end offsets at start; nil until listed
+	recent     [recentIDs]recentID      // ring of recent sampled ids
+	recentNext int
 	ready      bool
 	tailErr    error
 	result     *result
@@ -94,6 +105,7 @@ type Auditor struct {
 	cmpMu       sync.Mutex // one comparison at a time; guards the fields below
 	checkedUpTo time.Time
 	firstSeen   map[string]time.Time
+	mismatchLog string // the id mismatch last logged
 }
 
 type topicPartition struct {
@@ -122,40 +134,17 @@ type Duplicate struct {
 
 type result struct {
 	at       time.Time
+	span     time.Duration // the window judged: at minus the coverage start
 	missing  []Finding
 	unmarked []Finding
+	dead     []Finding
 	nMissing int
 	nUnmark  int
-}
-
-// Fetch buffering of the tailer: at most maxConcurrentFetches responses of
-// fetchMaxBytes each are in flight or buffered, which bounds the
-// consumer's memory while it re-reads the window at start (kgo's defaults,
-// 50 MiB per fetch and one per broker, cost about 100 MB more resident
-// memory in auditbench). 50,000 records/s of 300 bytes are 15 MB/s;
-// auditbench reads 1M records/s with these. A short fetchMaxWait keeps a
-// broker with no new data from holding up the others.
-const (
-	fetchMaxBytes        = 1 << 20
-	maxConcurrentFetches = 3
-	fetchMaxWait         = time.Second
-)
-
-// ConsumerOpts are the tailer's kgo options for an audit started at now:
-// its topics from one window back, read-committed, no group, no commits.
-// The benchmark's bare-consumer baseline uses the same.
-func ConsumerOpts(a *config.Audit, now time.Time) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.ConsumeTopics(a.Topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(now.Add(-a.Window).UnixMilli())),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records carry offsets too; the tailer needs them to
-		// know it reached the end offsets listed at start.
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(fetchMaxBytes),
-		kgo.MaxConcurrentFetches(maxConcurrentFetches),
-		kgo.FetchMaxWait(fetchMaxWait),
-	}
+	nDead    int
+	// mismatch, when set, names an id-format mismatch that makes the
+	// missing count meaningless (see mismatch.go).
+	mismatch string
+	match    matchStats
 }
 
 // New builds the auditor of outbox name. It does not connect: Start does.
@@ -173,11 +162,13 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	now := time.Now()
-	cl, err := kafkaclient.New(k, ConsumerOpts(a, now)...)
+	// Build a client once to report bad Kafka settings now; Start makes
+	// the tailer's own, positioned by the clock at that moment.
+	cl, err := kafkaclient.New(k, ConsumerOpts(a, time.Now())...)
 	if err != nil {
 		return nil, fmt.Errorf("audit %q: %w", name, err)
 	}
+	cl.Close()
 	ord, err := newOrderTracker(a)
 	if err != nil {
 		return nil, fmt.Errorf("audit %q: %w", name, err)
@@ -186,21 +177,41 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 	au := &Auditor{
 		name:     name,
 		cfg:      *a,
+		kafka:    k,
 		pool:     pool,
 		logger:   logger.With("audit", name),
 		extract:  ext,
 		sampler:  s,
 		query:    outboxQuery(o, s),
-		client:   cl,
 		interval: DefaultCompareInterval,
-		started:  now,
-		win:      newWindow(a.Window.Milliseconds(), now.UnixMilli()),
-		dups:     map[string]*Duplicate{},
-		consumed: map[topicPartition]int64{},
 		order:    ord,
 	}
 	au.setClock(time.Now)
+	au.reset(time.Now())
+	// What the audit cannot see with this outbox (check says the same).
+	switch {
+	case o.Style() == config.StyleDeleteOnPublish:
+		au.logger.Warn("the outbox deletes published rows: silent loss cannot be seen, only lost acknowledgements and duplicates")
+	case o.PublishedAt == "":
+		au.logger.Warn("no published_at column: published rows are chosen by created_at, so a backlog row older than the window is not judged")
+	}
 	return au, nil
+}
+
+// reset empties the tailer's state for a start at now. Call before the
+// goroutines run.
+func (a *Auditor) reset(now time.Time) {
+	a.started = now
+	a.fromMs = now.Add(-a.cfg.Window).UnixMilli()
+	if a.win != nil {
+		a.win.free()
+	}
+	a.win = newWindow(a.cfg.Window.Milliseconds(), now.UnixMilli())
+	a.dups = map[string]*Duplicate{}
+	a.parts = map[topicPartition]*partState{}
+	a.firstTS = map[topicPartition]int64{}
+	a.need = nil
+	a.ready = false
 }
 
 // setClock replaces the auditor's clock (tests move it past grace).
@@ -230,15 +241,25 @@ func (a *Auditor) Start(ctx context.Context) {
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.mu.Lock()
 	now := a.clock()
-	a.started = now
+	a.reset(now)
+	cl, err := kafkaclient.New(a.kafka, ConsumerOpts(&a.cfg, now)...)
+	if err != nil {
+		a.tailErr = fmt.Errorf("start tailer: %w", err)
+		a.mu.Unlock()
+		return
+	}
+	a.client = cl
 	a.mu.Unlock()
 	a.cmpMu.Lock()
 	a.checkedUpTo = now
 	a.cmpMu.Unlock()
-	a.wg.Add(3)
+	a.wg.Add(2)
 	go func() { defer a.wg.Done(); a.listTargets(ctx) }()
 	go func() { defer a.wg.Done(); a.tail(ctx) }()
-	go func() { defer a.wg.Done(); a.compareLoop(ctx) }()
+	if !a.manual {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.compareLoop(ctx) }()
+	}
 }
 
 // Close stops the auditor and frees its state.
@@ -247,79 +268,12 @@ func (a *Auditor) Close() {
 		a.cancel()
 	}
 	a.wg.Wait()
-	a.client.Close()
+	if a.client != nil {
+		a.client.Close()
+	}
 	a.mu.Lock()
 	a.win.free()
 	a.mu.Unlock()
-}
-
-// listTargets records the end offset of every partition that holds
-// records of the window, once; the tailer is ready when it reached them.
-func (a *Auditor) listTargets(ctx context.Context) {
-	adm := kadm.NewClient(a.client)
-	for {
-		need, err := a.endOffsets(ctx, adm)
-		if err == nil {
-			a.mu.Lock()
-			a.need = need
-			a.tailErr = nil
-			a.updateReady()
-			a.mu.Unlock()
-			return
-		}
-		a.mu.Lock()
-		a.tailErr = err
-		a.mu.Unlock()
-		a.logger.Warn("list topic offsets", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(listRetry):
-		}
-	}
-}
-
-func (a *Auditor) endOffsets(ctx context.Context, adm *kadm.Client) (map[topicPartition]int64, error) {
-	a.mu.Lock()
-	from := a.started.Add(-a.cfg.Window).UnixMilli()
-	a.mu.Unlock()
-	ends, err := adm.ListEndOffsets(ctx, a.cfg.Topics...)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %v: %w", a.cfg.Topics, err)
-	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("list end offsets of %v: %w", a.cfg.Topics, err)
-	}
-	starts, err := adm.ListOffsetsAfterMilli(ctx, from, a.cfg.Topics...)
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %v after %d: %w", a.cfg.Topics, from, err)
-	}
-	if err := starts.Error(); err != nil {
-		return nil, fmt.Errorf("list offsets of %v after %d: %w", a.cfg.Topics, from, err)
-	}
-	need := map[topicPartition]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Offset >= o.Offset {
-			return
-		}
-		need[topicPartition{o.Topic, o.Partition}] = o.Offset
-	})
-	return need, nil
-}
-
-// updateReady opens the gate once every listed end offset was consumed.
-// Call with mu held.
-func (a *Auditor) updateReady() {
-	if a.ready || a.need == nil {
-		return
-	}
-	for tp, end := range a.need {
-		if a.consumed[tp] < end {
-			return
-		}
-	}
-	a.ready = true
-	a.logger.Info("audit window read", "since", a.started.Add(-a.cfg.Window))
 }
 
 func (a *Auditor) startedAt() time.Time {
@@ -336,268 +290,20 @@ func (a *Auditor) Ready() bool {
 	return a.ready
 }
 
-type sampledRecord struct {
-	id []byte // aliases the record; used only within the batch
-	fp uint64
-	ts int64
-}
-
-func (a *Auditor) tail(ctx context.Context) {
-	batch := make([]sampledRecord, 0, 1024)
-	for {
-		fs := a.client.PollRecords(ctx, pollRecords)
-		if fs.IsClientClosed() || ctx.Err() != nil {
-			return
-		}
-		var fetchErr error
-		fs.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				fetchErr = fmt.Errorf("fetch %s[%d]: %w", topic, p, err)
-			}
-		})
-		batch = batch[:0]
-		var n, malformed, reread uint64
-		start := a.startedAt().UnixMilli()
-		offsets := map[topicPartition]int64{}
-		fs.EachRecord(func(r *kgo.Record) {
-			tp := topicPartition{r.Topic, r.Partition}
-			if r.Offset+1 > offsets[tp] {
-				offsets[tp] = r.Offset + 1
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			n++
-			a.order.observe(r, start)
-			id, err := a.extract.ID(r)
-			if err != nil {
-				if r.Timestamp.UnixMilli() < start {
-					reread++
-				} else {
-					malformed++
-				}
-				a.logger.Debug("skip record without event id", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", err)
-				return
-			}
-			h, fp := Digest(id)
-			if !a.sampler.Sampled(h) {
-				return
-			}
-			batch = append(batch, sampledRecord{id: id, fp: fp, ts: r.Timestamp.UnixMilli()})
-		})
-		a.observe(batch, offsets, n, malformed, reread, fetchErr)
-		clear(batch) // drop references to the records
-	}
-}
-
-// observe adds a polled batch to the window.
-func (a *Auditor) observe(batch []sampledRecord, offsets map[topicPartition]int64, n, malformed, reread uint64, fetchErr error) {
-	now := a.clock().UnixMilli()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	start := a.started.UnixMilli()
-	a.records += n
-	a.malformed += malformed
-	a.reread += reread
-	for _, r := range batch {
-		dup, in := a.win.add(r.fp, r.ts, now)
-		if !in {
-			continue
-		}
-		a.sampled++
-		if dup {
-			if r.ts >= start {
-				a.duplicates++
-			}
-			a.noteDuplicate(r.id, r.ts)
-		}
-	}
-	a.win.advance(now)
-	horizon := now - a.win.span
-	for id, d := range a.dups {
-		if d.LastSeen.UnixMilli() < horizon {
-			delete(a.dups, id)
-		}
-	}
-	for tp, off := range offsets {
-		if off > a.consumed[tp] {
-			a.consumed[tp] = off
-		}
-	}
-	if fetchErr != nil && a.tailErr == nil {
-		a.logger.Warn("tail topics", "err", fetchErr)
-	}
-	if a.need != nil || fetchErr != nil {
-		a.tailErr = fetchErr
-	}
-	a.updateReady()
-}
-
-func (a *Auditor) noteDuplicate(id []byte, ts int64) {
-	at := time.UnixMilli(ts).UTC()
-	if d, ok := a.dups[string(id)]; ok {
-		d.Copies++
-		if at.After(d.LastSeen) {
-			d.LastSeen = at
-		}
-		return
-	}
-	if len(a.dups) >= MaxFindings {
-		a.dupsOver++
-		return
-	}
-	a.dups[string(id)] = &Duplicate{ID: string(id), Copies: 2, LastSeen: at}
-}
-
-func (a *Auditor) compareLoop(ctx context.Context) {
-	for {
-		// Until the first comparison, look every second whether the
-		// window has been read, so the gauges appear soon after a start.
-		wait := a.interval
-		if !a.Stats().Compared {
-			wait = min(wait, time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		if !a.Ready() {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, a.interval)
-		if err := a.Compare(cctx); err != nil && ctx.Err() == nil {
-			a.logger.Error("compare outbox with topics", "err", err)
-		}
-		cancel()
-	}
-}
-
-// Compare judges the sampled rows of the window now. Before the tailer has
-// read the window it judges nothing and returns nil.
-func (a *Auditor) Compare(ctx context.Context) error {
-	a.cmpMu.Lock()
-	defer a.cmpMu.Unlock()
-	if !a.Ready() {
-		return nil
-	}
-	if a.pool == nil {
-		return fmt.Errorf("compare outbox %q: no database pool", a.name)
-	}
-	err := a.compare(ctx)
-	a.mu.Lock()
-	a.cmpErr = err
-	a.mu.Unlock()
-	return err
-}
-
-type outboxRow struct {
-	id          string
-	class       Class
-	publishedAt *time.Time
-	createdAt   time.Time
-}
-
-// compare streams the sampled rows of the window and judges each as it
-// arrives, so its memory is the findings, not the rows.
-func (a *Auditor) compare(ctx context.Context) error {
-	now := a.clock()
-	from := now.Add(-a.cfg.Window + a.cfg.Grace)
-	rows, err := a.pool.Query(ctx, a.query, from)
-	if err != nil {
-		return fmt.Errorf("query outbox %q: %w", a.name, err)
-	}
-	defer rows.Close()
-	res := &result{at: now}
-	var checked uint64
-	firstSeen := map[string]time.Time{}
-	for rows.Next() {
-		var r outboxRow
-		var class int32
-		if err := rows.Scan(&r.id, &class, &r.publishedAt, &r.createdAt); err != nil {
-			return fmt.Errorf("read outbox %q: %w", a.name, err)
-		}
-		r.class = Class(class)
-		h, fp := Digest([]byte(r.id))
-		if !a.sampler.Sampled(h) {
-			continue
-		}
-		a.mu.Lock()
-		end, onTopic := a.win.lookup(fp)
-		a.mu.Unlock()
-		o := Observation{ID: r.id, Class: r.class, OnTopic: onTopic}
-		if onTopic {
-			o.OnTopicAt = time.UnixMilli(end)
-		}
-		if r.class == Published {
-			if r.publishedAt != nil {
-				o.MarkedAt = *r.publishedAt
-			} else {
-				// Without published_at, a row counts as marked when this
-				// process first saw it published; kept only while absent.
-				o.MarkedAt = now
-				if t, ok := a.firstSeen[r.id]; ok {
-					o.MarkedAt = t
-				}
-				if !onTopic {
-					firstSeen[r.id] = o.MarkedAt
-				}
-			}
-		}
-		if judged := r.createdAt.Add(a.cfg.Grace); judged.After(a.checkedUpTo) && !judged.After(now) {
-			checked++
-		}
-		switch Judge(o, now, a.cfg.Grace) {
-		case MissingInBroker:
-			res.nMissing++
-			if len(res.missing) < MaxFindings {
-				res.missing = append(res.missing, finding(r, o))
-			}
-		case UnmarkedInBroker:
-			res.nUnmark++
-			if len(res.unmarked) < MaxFindings {
-				res.unmarked = append(res.unmarked, finding(r, o))
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read outbox %q: %w", a.name, err)
-	}
-	a.firstSeen = firstSeen
-	a.checkedUpTo = now
-	sortFindings(res.missing)
-	sortFindings(res.unmarked)
-	a.mu.Lock()
-	a.result = res
-	a.checked += checked
-	a.mu.Unlock()
-	return nil
-}
-
-func finding(r outboxRow, o Observation) Finding {
-	f := Finding{ID: r.id, State: r.class.String(), CreatedAt: r.createdAt.UTC()}
-	if r.publishedAt != nil {
-		t := r.publishedAt.UTC()
-		f.PublishedAt = &t
-	}
-	if o.OnTopic {
-		t := o.OnTopicAt.UTC()
-		f.OnTopicBy = &t
-	}
-	return f
-}
-
-func sortFindings(fs []Finding) {
-	sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
-}
-
 // Stats is what the audit collector exports.
 type Stats struct {
 	// Compared is false until the first comparison after the window was
 	// read; the finding gauges are meaningless before.
-	Compared   bool
-	Missing    int
-	Unmarked   int
+	Compared bool
+	Missing  int
+	Unmarked int
+	// Dead counts sampled dead rows whose id is on the topics.
+	Dead int
+	// Span is the window the last comparison judged (see coverage.go).
+	Span time.Duration
+	// Mismatch names an id-format mismatch found by the last comparison;
+	// while set, Missing is not a count of lost events.
+	Mismatch   string
 	Duplicates uint64
 	Checked    uint64
 	Malformed  uint64
@@ -628,7 +334,8 @@ func (a *Auditor) Stats() Stats {
 	}
 	if a.result != nil {
 		s.Compared = true
-		s.Missing, s.Unmarked = a.result.nMissing, a.result.nUnmark
+		s.Missing, s.Unmarked, s.Dead = a.result.nMissing, a.result.nUnmark, a.result.nDead
+		s.Span, s.Mismatch = a.result.span, a.result.mismatch
 	}
 	return s
 }

@@ -28,7 +28,8 @@ const secretBody = "SECRET-BODY-must-never-leak"
 type fixture struct {
 	t     *testing.T
 	db    *pgtest.DB
-	kafka *kafkatest.Cluster
+	kafka *kafkatest.Cluster // nil on the real broker
+	env   kafkatest.Env
 	prod  *kgo.Client
 	pool  *pgxpool.Pool
 	ob    *config.Outbox
@@ -37,11 +38,20 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, db: pgtest.New(t)}
-	f.kafka = kafkatest.New(t, 1, kfake.SeedTopics(2, "messages"), kfake.SeedTopics(1, "messages.retry"))
-	f.kcfg = &config.Kafka{Brokers: f.kafka.Brokers()}
+	c := kafkatest.New(t, 1, kfake.SeedTopics(2, "messages"), kfake.SeedTopics(1, "messages.retry"))
+	f := newFixtureOn(t, c)
+	f.kafka = c
+	return f
+}
+
+// newFixtureOn is a fixture on a kfake cluster or a real broker; topics
+// are the test's to create.
+func newFixtureOn(t *testing.T, env kafkatest.Env) *fixture {
+	t.Helper()
+	f := &fixture{t: t, db: pgtest.New(t), env: env}
+	f.kcfg = &config.Kafka{Brokers: env.Brokers()}
 	var err error
-	f.prod, err = kgo.NewClient(kgo.SeedBrokers(f.kafka.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	f.prod, err = kgo.NewClient(kgo.SeedBrokers(env.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +146,7 @@ func compare(t *testing.T, a *Auditor) Report {
 // exact findings they must give.
 type scenario struct {
 	missing, unmarked []string
+	dead              []string       // dead rows on the topics
 	dups              map[string]int // id → copies
 	notJudged         []string
 	records           int // records produced, malformed included
@@ -181,11 +192,13 @@ func (f *fixture) seed(n int, now time.Time) *scenario {
 		s.notJudged = append(s.notJudged, id)
 		// Pending, not on the topic: consistent.
 		f.row(fmt.Sprintf("pending-%d", i), "PENDING", ago(5*time.Minute), nil)
-		// Dead and on the topic: not judged by the audit.
+		// Dead and on the topic: reported (item 12).
 		id = fmt.Sprintf("dead-%d", i)
 		f.row(id, "ABANDONED", ago(15*time.Minute), nil)
 		recs = append(recs, rec("messages", p, id, ago(10*time.Minute)))
-		s.notJudged = append(s.notJudged, id)
+		s.dead = append(s.dead, id)
+		// Dead and not on the topic: what the outbox collector reports.
+		f.row(fmt.Sprintf("dead-absent-%d", i), "ABANDONED", ago(15*time.Minute), nil)
 		// Published twice before the start, a third time after it.
 		id = fmt.Sprintf("dup-%d", i)
 		f.row(id, "PUBLISHED", ago(26*time.Minute), ptr(ago(25*time.Minute)))
@@ -251,7 +264,10 @@ func checkReport(t *testing.T, r Report, s *scenario, sampler Sampler) {
 	if got, want := ids(r.Unmarked), restrict(s.unmarked, sampler); !reflect.DeepEqual(got, want) {
 		t.Errorf("unmarked_in_broker = %v, want %v", got, want)
 	}
-	if r.MissingCount != len(r.Missing) || r.UnmarkedCount != len(r.Unmarked) {
+	if got, want := ids(r.Dead), restrict(s.dead, sampler); !reflect.DeepEqual(got, want) {
+		t.Errorf("dead_in_broker = %v, want %v", got, want)
+	}
+	if r.MissingCount != len(r.Missing) || r.UnmarkedCount != len(r.Unmarked) || r.DeadCount != len(r.Dead) {
 		t.Errorf("counts %d/%d do not match lists %d/%d", r.MissingCount, r.UnmarkedCount, len(r.Missing), len(r.Unmarked))
 	}
 	var dupList []string

@@ -24,6 +24,14 @@ var (
 		"outbox_audit_checked_events_total",
 		"Sampled outbox rows compared with the topics, each counted once when it becomes older than the grace.",
 		[]string{"outbox"}, nil)
+	auditDeadDesc = prometheus.NewDesc(
+		"outbox_audit_dead_in_broker_events",
+		"Sampled outbox rows given up as dead whose event id is on the audited topics anyway: consumers may have applied an event the outbox abandoned.",
+		[]string{"outbox"}, nil)
+	auditWindowDesc = prometheus.NewDesc(
+		"outbox_audit_window_seconds",
+		"The window the last audit comparison judged: the configured window, or less where the topics' retained (not deleted or compacted) records or the tailer's reading reach back less far. Rows published before it are not judged.",
+		[]string{"outbox"}, nil)
 	auditMalformedDesc = prometheus.NewDesc(
 		"outbox_audit_malformed_records_total",
 		"Records on the audited topics with no readable event id (no header, no key, bad JSON); they are skipped.",
@@ -54,12 +62,18 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- auditCheckedDesc
 	ch <- auditMalformedDesc
 	ch <- auditInversionsDesc
+	ch <- auditDeadDesc
+	ch <- auditWindowDesc
 }
 
 // Update implements Collector. The finding gauges appear once the tailer
 // has read the window and the first comparison ran; before, they would
 // claim a clean audit that was not made. It fails when the last
-// comparison or the tailer failed.
+// comparison or the tailer failed. While the last comparison found the
+// ids written differently on the two sides (mismatch.go), the missing
+// gauge is withheld, so that a format mismatch does not page as
+// thousands of silent losses, and Update fails naming the mismatch
+// (outbox_exporter_collector_success 0).
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	s := c.a.Stats()
 	name := c.a.Name()
@@ -79,8 +93,12 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	ms = append(ms, c.a.orderMetrics()...)
 	if s.Compared {
 		ms = append(ms,
-			prometheus.MustNewConstMetric(auditMissingDesc, prometheus.GaugeValue, float64(s.Missing), name),
-			prometheus.MustNewConstMetric(auditUnmarkedDesc, prometheus.GaugeValue, float64(s.Unmarked), name))
+			prometheus.MustNewConstMetric(auditUnmarkedDesc, prometheus.GaugeValue, float64(s.Unmarked), name),
+			prometheus.MustNewConstMetric(auditDeadDesc, prometheus.GaugeValue, float64(s.Dead), name),
+			prometheus.MustNewConstMetric(auditWindowDesc, prometheus.GaugeValue, s.Span.Seconds(), name))
+		if s.Mismatch == "" {
+			ms = append(ms, prometheus.MustNewConstMetric(auditMissingDesc, prometheus.GaugeValue, float64(s.Missing), name))
+		}
 	}
 	for _, m := range ms {
 		if !send(m) {
@@ -89,6 +107,9 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	}
 	if s.Err != nil {
 		return fmt.Errorf("audit %q: %w", name, s.Err)
+	}
+	if s.Mismatch != "" {
+		return fmt.Errorf("audit %q: event ids do not match between table and topics, missing_in_broker withheld: %s", name, s.Mismatch)
 	}
 	return nil
 }

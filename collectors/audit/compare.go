@@ -50,14 +50,19 @@ const (
 	Consistent
 	MissingInBroker
 	UnmarkedInBroker
+	// DeadInBroker: a row given up as dead whose event is on the topics
+	// anyway: consumers applied an event the outbox says was abandoned.
+	DeadInBroker
 )
 
 // Judge compares one sampled row with the topics at time now. A published
 // row is judged grace after it was marked: missing if its id is not on the
 // topics by then (silent loss). An unpublished row is judged grace after
 // its id reached the topics: unmarked if still unpublished then (the
-// acknowledgement was lost; a retry will duplicate). Dead rows are not
-// judged: abandoning an event is reported by the outbox collector.
+// acknowledgement was lost; a retry will duplicate). A dead row whose id
+// is on the topics is reported at once (dead is final; the event went
+// out although the outbox gave it up); a dead row not on the topics is
+// what the outbox collector reports.
 func Judge(o Observation, now time.Time, grace time.Duration) Verdict {
 	switch o.Class {
 	case Published:
@@ -76,6 +81,11 @@ func Judge(o Observation, now time.Time, grace time.Duration) Verdict {
 			return NotJudged
 		}
 		return UnmarkedInBroker
+	case Dead:
+		if o.OnTopic {
+			return DeadInBroker
+		}
+		return Consistent
 	}
 	return NotJudged
 }

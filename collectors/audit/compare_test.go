@@ -23,8 +23,10 @@ func TestJudge(t *testing.T) {
 		{"unpublished, absent", Observation{Class: Unpublished}, Consistent},
 		{"unpublished, on topic long ago: lost ack", Observation{Class: Unpublished, OnTopic: true, OnTopicAt: ago(5 * time.Minute)}, UnmarkedInBroker},
 		{"unpublished, on topic inside grace: relay about to mark", Observation{Class: Unpublished, OnTopic: true, OnTopicAt: ago(10 * time.Second)}, NotJudged},
-		{"dead, on topic", Observation{Class: Dead, OnTopic: true, OnTopicAt: ago(time.Hour)}, NotJudged},
-		{"dead, absent", Observation{Class: Dead}, NotJudged},
+		{"dead, on topic: reported", Observation{Class: Dead, OnTopic: true, OnTopicAt: ago(time.Hour)}, DeadInBroker},
+		{"dead, on topic just now: reported, dead is final", Observation{Class: Dead, OnTopic: true, OnTopicAt: now}, DeadInBroker},
+		{"dead, absent", Observation{Class: Dead}, Consistent},
+		{"ignored status, on topic: not judged", Observation{Class: Ignored, OnTopic: true, OnTopicAt: ago(time.Hour)}, NotJudged},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

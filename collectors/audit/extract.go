@@ -29,12 +29,18 @@ const (
 )
 
 // Extractor reads the event id from a record, as configured by an audit's
-// event_id: "key", "header:NAME" or "json:FIELD" (a top-level field of the
-// value, a string or a number). It never keeps the value.
+// event_id: "key", "header:NAME" or "json:PATH" (a field of the value, a
+// string or a number; PATH may be dotted, "payload.id", to reach into
+// nested objects such as a Debezium envelope). It never keeps the value.
 type Extractor struct {
 	source idSource
 	name   string
+	path   []string // json: the field names, outermost first
 }
+
+// InKey reports whether the id is the record key (compaction keeps the
+// newest record of each key, so it keeps every id).
+func (e Extractor) InKey() bool { return e.source == fromKey }
 
 // ParseEventID parses an audit's event_id setting.
 func ParseEventID(spec string) (Extractor, error) {
@@ -44,9 +50,15 @@ func ParseEventID(spec string) (Extractor, error) {
 	case strings.HasPrefix(spec, "header:") && len(spec) > len("header:"):
 		return Extractor{source: fromHeader, name: spec[len("header:"):]}, nil
 	case strings.HasPrefix(spec, "json:") && len(spec) > len("json:"):
-		return Extractor{source: fromJSON, name: spec[len("json:"):]}, nil
+		path := strings.Split(spec[len("json:"):], ".")
+		for _, f := range path {
+			if f == "" {
+				return Extractor{}, fmt.Errorf("event_id %q: a json: path is field names separated by single dots, with none empty", spec)
+			}
+		}
+		return Extractor{source: fromJSON, name: spec[len("json:"):], path: path}, nil
 	}
-	return Extractor{}, fmt.Errorf("event_id %q is not key, header:NAME or json:FIELD", spec)
+	return Extractor{}, fmt.Errorf("event_id %q is not key, header:NAME or json:PATH", spec)
 }
 
 // ID returns the record's event id. The slice may alias the record; use it
@@ -72,7 +84,7 @@ func (e Extractor) ID(r *kgo.Record) ([]byte, error) {
 		}
 	case fromJSON:
 		var err error
-		if id, err = jsonField(r.Value, e.name); err != nil {
+		if id, err = jsonPath(r.Value, e.path); err != nil {
 			return nil, err
 		}
 	}
@@ -82,57 +94,91 @@ func (e Extractor) ID(r *kgo.Record) ([]byte, error) {
 	return id, nil
 }
 
+// jsonPath returns the field at path in the JSON object v: a string's
+// contents, or a number's text. Each step but the last must be an object.
+func jsonPath(v []byte, path []string) ([]byte, error) {
+	for _, f := range path[:len(path)-1] {
+		i, err := jsonValue(v, f)
+		if err != nil {
+			return nil, err
+		}
+		end, ok := skipValue(v, i)
+		if !ok {
+			return nil, ErrBadJSON
+		}
+		if v[i] != '{' {
+			return nil, ErrNoField
+		}
+		v = v[i:end]
+	}
+	i, err := jsonValue(v, path[len(path)-1])
+	if err != nil {
+		return nil, err
+	}
+	return scalar(v, i)
+}
+
 // jsonField returns a top-level field of the JSON object v: a string's
-// contents, or a number's text. It scans only until the field is found and
-// does not validate the rest of the value; it allocates only when the key
-// or the string value holds escapes.
+// contents, or a number's text.
 func jsonField(v []byte, field string) ([]byte, error) {
+	i, err := jsonValue(v, field)
+	if err != nil {
+		return nil, err
+	}
+	return scalar(v, i)
+}
+
+// jsonValue returns the index where the value of the top-level field of
+// the JSON object v begins. It scans only until the field is found and
+// does not validate the rest of the value; it allocates only when a key
+// holds escapes.
+func jsonValue(v []byte, field string) (int, error) {
 	i := skipSpace(v, 0)
 	if i >= len(v) || v[i] != '{' {
-		return nil, ErrBadJSON
+		return 0, ErrBadJSON
 	}
 	i++
 	for {
 		i = skipSpace(v, i)
 		if i >= len(v) {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		if v[i] == '}' {
-			return nil, ErrNoField
+			return 0, ErrNoField
 		}
 		if v[i] != '"' {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		end, escaped, ok := scanString(v, i)
 		if !ok {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		match := keyEquals(v[i:end], escaped, field)
 		i = skipSpace(v, end)
 		if i >= len(v) || v[i] != ':' {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		i = skipSpace(v, i+1)
 		if i >= len(v) {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		if match {
-			return scalar(v, i)
+			return i, nil
 		}
 		if i, ok = skipValue(v, i); !ok {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		i = skipSpace(v, i)
 		if i >= len(v) {
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 		switch v[i] {
 		case ',':
 			i++
 		case '}':
-			return nil, ErrNoField
+			return 0, ErrNoField
 		default:
-			return nil, ErrBadJSON
+			return 0, ErrBadJSON
 		}
 	}
 }

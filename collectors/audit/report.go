@@ -26,6 +26,17 @@ type Report struct {
 	// Unmarked lists sampled unpublished rows whose id is on the topics.
 	Unmarked      []Finding `json:"unmarked_in_broker"`
 	UnmarkedCount int       `json:"unmarked_in_broker_count"`
+	// Dead lists sampled dead rows whose id is on the topics.
+	Dead      []Finding `json:"dead_in_broker"`
+	DeadCount int       `json:"dead_in_broker_count"`
+	// WindowSeconds is the window the comparison judged (see
+	// outbox_audit_window_seconds); JudgedFrom is where it began.
+	WindowSeconds float64    `json:"window_seconds"`
+	JudgedFrom    *time.Time `json:"judged_from,omitempty"`
+	// IDMismatch, when set, says the two sides write ids differently;
+	// Missing then lists rows that are probably not lost.
+	IDMismatch string     `json:"id_mismatch,omitempty"`
+	Match      matchStats `json:"match"`
 	// Duplicates lists sampled ids seen more than once in the window,
 	// including those re-read after a restart.
 	Duplicates        []Duplicate `json:"duplicates"`
@@ -52,6 +63,7 @@ func (a *Auditor) Report() Report {
 		Ready:             a.ready,
 		Missing:           []Finding{},
 		Unmarked:          []Finding{},
+		Dead:              []Finding{},
 		Duplicates:        make([]Duplicate, 0, len(a.dups)),
 		DuplicatesOmitted: a.dupsOver,
 		RereadMalformed:   a.reread,
@@ -62,7 +74,12 @@ func (a *Auditor) Report() Report {
 		r.ComparedAt = &at
 		r.Missing = append(r.Missing, a.result.missing...)
 		r.Unmarked = append(r.Unmarked, a.result.unmarked...)
-		r.MissingCount, r.UnmarkedCount = a.result.nMissing, a.result.nUnmark
+		r.Dead = append(r.Dead, a.result.dead...)
+		r.MissingCount, r.UnmarkedCount, r.DeadCount = a.result.nMissing, a.result.nUnmark, a.result.nDead
+		r.WindowSeconds = a.result.span.Seconds()
+		from := at.Add(-a.result.span)
+		r.JudgedFrom = &from
+		r.IDMismatch, r.Match = a.result.mismatch, a.result.match
 	}
 	for _, d := range a.dups {
 		r.Duplicates = append(r.Duplicates, *d)

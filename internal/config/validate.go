@@ -421,7 +421,9 @@ func (v *validator) reconcile(p string, r *ReconcileJob) {
 	}
 }
 
-var eventIDRe = regexp.MustCompile(`^(key|header:.+|json:.+)$`)
+// eventIDRe: key, header:NAME, or json:PATH with PATH field names joined
+// by single dots (json:payload.id reaches into a Debezium envelope).
+var eventIDRe = regexp.MustCompile(`^(key|header:.+|json:[^.]+(\.[^.]+)*)$`)
 
 func (v *validator) audit(p, name string, a *Audit) {
 	if _, ok := v.c.Outboxes[name]; !ok {
@@ -436,10 +438,17 @@ func (v *validator) audit(p, name string, a *Audit) {
 		v.fail(p+".topics", "is required: the topics the relays publish to")
 	}
 	if v.required(p+".event_id", a.EventID) && !eventIDRe.MatchString(a.EventID) {
-		v.fail(p+".event_id", "%q is not header:NAME, key or json:FIELD", a.EventID)
+		v.fail(p+".event_id", "%q is not header:NAME, key or json:FIELD (a dotted json:PATH reaches into nested objects: json:payload.id)", a.EventID)
 	}
 	if a.Sample <= 0 || a.Sample > 1 {
 		v.fail(p+".sample", "must be in (0, 1], got %v", a.Sample)
+	}
+	// A row is judged grace after it was marked published, and only rows
+	// published inside the window are judged: with grace >= window no row
+	// is ever judged and the audit would report a clean result it never
+	// made.
+	if a.Grace >= a.Window {
+		v.fail(p+".grace", "%v must be shorter than window (%v): no row would ever be judged", a.Grace, a.Window)
 	}
 }
 
