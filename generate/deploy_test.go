@@ -189,16 +189,19 @@ func TestMonitoringRole(t *testing.T) {
 	app.Exec(t, `INSERT INTO public.messages VALUES ('m1', 1, now(), 'private body')`)
 	search.Exec(t, `CREATE TABLE public.search_index (message_id text PRIMARY KEY, version int, content text)`)
 
-	out, err := exec.Command(psql, app.URL, "-X", "-q",
-		"-v", "role="+role, "-v", "password=s3cret", "-v", "app_db="+app.Name, "-v", "search_db="+search.Name,
-		"-f", filepath.Join(deployDir, "postgres", "monitoring-role.sql")).CombinedOutput()
-	if err != nil {
+	// The script takes the password from the environment, never from -v.
+	runScript := func() ([]byte, error) {
+		cmd := exec.Command(psql, app.URL, "-X", "-q",
+			"-v", "role="+role, "-v", "app_db="+app.Name, "-v", "search_db="+search.Name,
+			"-f", filepath.Join(deployDir, "postgres", "monitoring-role.sql"))
+		cmd.Env = append(os.Environ(), "OUTBOX_MONITOR_PASSWORD=s3cret")
+		return cmd.CombinedOutput()
+	}
+	if out, err := runScript(); err != nil {
 		t.Fatalf("psql -f monitoring-role.sql: %v\n%s", err, out)
 	}
 	// Running it again must work too (it updates the role).
-	if out, err := exec.Command(psql, app.URL, "-X", "-q",
-		"-v", "role="+role, "-v", "password=s3cret", "-v", "app_db="+app.Name, "-v", "search_db="+search.Name,
-		"-f", filepath.Join(deployDir, "postgres", "monitoring-role.sql")).CombinedOutput(); err != nil {
+	if out, err := runScript(); err != nil {
 		t.Fatalf("second run: %v\n%s", err, out)
 	}
 

@@ -287,6 +287,7 @@ func parse(data []byte, d *decoder) (*Config, error) {
 		d.decode("", root.Content[0], reflect.ValueOf(cfg).Elem())
 	}
 	cfg.lines = d.lines
+	cfg.secretsLeft = d.secretsUnset
 	if len(d.errs) > 0 {
 		return nil, d.errs
 	}

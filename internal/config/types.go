@@ -22,6 +22,9 @@ type Config struct {
 	// lines maps a key path such as "outboxes.messages.deadline" to the
 	// line it was written on, for errors found after decoding.
 	lines map[string]int
+	// secretsLeft is set by ParseWithoutSecrets: secrets may still hold
+	// ${VAR} references, which are not judged as DSNs.
+	secretsLeft bool
 }
 
 // Line returns the line a key path was written on, or 0 if it was not.
