@@ -75,6 +75,12 @@ type Outbox struct {
 	Filter      string        `yaml:"filter"`
 	UnknownWhen string        `yaml:"unknown_when"`
 
+	// TimeZone is the zone in which the writers store the outbox's
+	// `timestamp without time zone` columns (EF Core and Hibernate often
+	// write UTC); "" means the server session's TimeZone. It does not
+	// apply to timestamptz columns.
+	TimeZone string `yaml:"time_zone"`
+
 	Deadline       time.Duration            `yaml:"deadline"`
 	Deadlines      map[string]time.Duration `yaml:"deadlines"`
 	MaxLabelValues int                      `yaml:"max_label_values"`
