@@ -27,8 +27,9 @@ type PublishedRow struct {
 	Labels []string
 	// PublishedAt is published_at in microseconds since the Unix epoch.
 	PublishedAt int64
-	// Latency is published_at - created_at in seconds.
-	Latency float64
+	// Latency is published_at - created_at in seconds; nil when
+	// created_at is NULL (such a row has no latency, not a latency of 0).
+	Latency *float64
 }
 
 // Watermark decides which rows crossed a point in time since the last
