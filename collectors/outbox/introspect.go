@@ -77,4 +77,3 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, pg.
 	}
 	return cols, nil
 }
-
