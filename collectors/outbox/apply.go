@@ -140,7 +140,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 		if g.facts.Attempted {
 			x.Retried += float64(g.rows)
 		}
-		if g.part != partPending && rules.Unknown(st, g.facts) {
+		if (g.part == partAll || g.part == partClaimed) && rules.Unknown(st, g.facts) {
 			x.Unknown += float64(g.rows)
 		}
 		if g.age > x.OldestAge {
@@ -151,6 +151,16 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 		g := at(x.labels)
 		if x.age > g.OldestAge {
 			g.OldestAge = x.age
+		}
+	}
+	if r.capped {
+		// The oldest age is exact: a series whose oldest row is past its
+		// deadline has at least that one row past it, whichever rows the
+		// capped reads reached.
+		for _, g := range gauges {
+			if g.OldestAge > Deadline(s.o, g.Labels).Seconds() && g.PastDeadline < 1 {
+				g.PastDeadline = 1
+			}
 		}
 	}
 	for _, g := range r.dead {

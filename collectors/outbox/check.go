@@ -281,6 +281,9 @@ func (s *Spec) plannedQueries() []plannedQuery {
 		}
 	}
 	add("claimed (capped)", s.ClaimedQuery(), "lease", planRule{})
+	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), planRule{})
+	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), planRule{})
+	add("unknown (capped per label set)", s.UnknownCappedQuery(), "unknown", planRule{})
 	add("unknown (capped)", s.UnknownQuery(), "unknown", planRule{})
 	add("dead", s.DeadQuery(), "dead", planRule{})
 	add("dead (capped)", s.DeadCappedQuery(), "dead", planRule{})
@@ -290,6 +293,14 @@ func (s *Spec) plannedQueries() []plannedQuery {
 	add("lease fate", s.LeaseFateQuery(), "id", planRule{}, []string{})
 	add("published", s.PublishedQuery(), "published_at", planRule{condOn: s.O.PublishedAt}, int64(0))
 	return qs
+}
+
+// claimedIndex is the index the per label set reads of claimed rows use.
+func claimedIndex(s *Spec) string {
+	if len(s.O.Labels) > 0 {
+		return "claimed_by_label"
+	}
+	return "lease"
 }
 
 // planNode is the part of EXPLAIN (FORMAT JSON) output check reads.

@@ -111,11 +111,17 @@ func (s *Spec) Indexes() map[string]Index {
 		out["lease"] = Index{Name: IndexName(s.Name, name), Columns: key, Include: include(key, cols...),
 			Where: and(up, cl), For: usage}
 	}
+	if cl := r.claimed(); cl != "" && len(labels) > 0 {
+		key := append(append([]string{}, labels...), s.claimedOrder())
+		out["claimed_by_label"] = Index{Name: IndexName(s.Name, "claimed_by_label"), Columns: key,
+			Include: include(key, o.Status, cc, o.Attempts, o.CreatedAt), Where: and(up, cl),
+			For: "the claimed rows per label set while more than max_count are claimed"}
+	}
 	if uk := s.unknownPredicate(""); uk != "" {
-		key := []string{o.CreatedAt}
+		key := append(append([]string{}, labels...), o.CreatedAt)
 		out["unknown"] = Index{Name: IndexName(s.Name, "unknown"), Columns: key,
-			Include: include(key, append([]string{o.Status, cc, o.Attempts}, labels...)...), Where: and(up, uk),
-			For: "the unknown-result count while capped"}
+			Include: include(key, o.Status, cc, o.Attempts), Where: and(up, not(r.claimed()), uk),
+			For: "the unknown results of unclaimed rows while capped"}
 	}
 	if uc := r.unclassified(); uc != "" {
 		cols := labels

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
 // stateShape is the SELECT of the state-shaped queries: inner passes the
@@ -152,28 +154,7 @@ func (s *Spec) UnknownQuery() string {
 // (the oldest ones) are exact up to k. Rows with a NULL label are read
 // apart, k of them in no particular order.
 func (s *Spec) PendingQuery() string {
-	sh := s.stateShape()
-	up, nc := s.UnpublishedPredicate(), not(s.ClaimedPredicate())
-	inner := strings.Join(sh.inner, ", ")
-	if len(s.O.Labels) == 0 {
-		return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d",
-			inner, s.table, s.where(up, nc), col(s.O.CreatedAt), s.O.MaxCount))
-	}
-	var eq, isNull []string
-	for i, l := range s.O.Labels {
-		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
-		isNull = append(isNull, col(l.Column)+" IS NULL")
-	}
-	from := fmt.Sprintf(`SELECT x.* FROM g CROSS JOIN LATERAL
-  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT (SELECT k FROM k)) x`,
-		inner, s.table, s.where(append([]string{up, nc}, eq...)...), col(s.O.CreatedAt))
-	if !s.labelsNotNull {
-		from += fmt.Sprintf(`
-  UNION ALL
-  (SELECT %s FROM %s t WHERE %s LIMIT (SELECT k FROM k))`,
-			inner, s.table, s.where(up, nc, "("+strings.Join(isNull, " OR ")+")"))
-	}
-	return s.skipScan(up, true) + s.shares() + "\n" + sh.aggregate(from)
+	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""})
 }
 
 // shares are the CTEs g (the combinations, at most MaxOldestTuples) and
@@ -261,7 +242,7 @@ func (s *Spec) DeadCappedQuery() string {
 		outs = append(outs, "c"+strconv.Itoa(i))
 		gl = append(gl, "g.l"+strconv.Itoa(i)+"::text")
 	}
-	q := s.skipScan(dp, false) + s.shares() + fmt.Sprintf(`
+	q := s.skipScan(dp, "") + s.shares() + fmt.Sprintf(`
 SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM %s t WHERE %s LIMIT (SELECT k FROM k)) z)::int8 FROM g`,
 		strings.Join(gl, ", "), s.table, s.where(append([]string{dp}, eq...)...))
 	if !s.labelsNotNull {
@@ -312,16 +293,17 @@ func (s *Spec) OldestQuery() string {
 	}
 	return fmt.Sprintf(`%s
 SELECT %s, extract(epoch from now() - %s)::float8 FROM r LIMIT %d`,
-		s.skipScan(up, true), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
+		s.skipScan(up, col(s.O.CreatedAt)), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
 }
 
 // skipScan is a recursive CTE r(l0, ..., [cr]) that visits each
 // combination of label values among the rows matching pred once (with
-// its oldest created_at when withCreated): each step is one descent of
-// the index to the first entry past the previous combination.
+// its first value of tail, a column expression, in cr when tail is not
+// ""): each step is one descent of an index on (labels..., tail) to the
+// first entry past the previous combination.
 // Combinations with a NULL are passed over (a row comparison with NULL
 // is not true).
-func (s *Spec) skipScan(pred string, withCreated bool) string {
+func (s *Spec) skipScan(pred, tail string) string {
 	labels := s.O.Labels
 	cols := make([]string, len(labels))
 	sel := make([]string, len(labels))
@@ -339,9 +321,9 @@ func (s *Spec) skipScan(pred string, withCreated bool) string {
 	}
 	selList := strings.Join(sel, ", ")
 	order := strings.Join(cols, ", ")
-	if withCreated {
-		selList += ", " + col(s.O.CreatedAt) + " AS cr"
-		order += ", " + col(s.O.CreatedAt)
+	if tail != "" {
+		selList += ", " + tail + " AS cr"
+		order += ", " + tail
 	}
 	return fmt.Sprintf(`WITH RECURSIVE r AS (
   (SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[4]s LIMIT 1)
@@ -368,4 +350,109 @@ func (s *Spec) UnclassifiedStatusesQuery() string {
 	}
 	return fmt.Sprintf(`SELECT st, count(*)::int8 FROM (SELECT %s::text AS st FROM %s t WHERE %s LIMIT %d) s
 GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT %d`, col(s.O.Status), s.table, s.where(p), MaxUnclassifiedRows, MaxUnclassifiedStatuses)
+}
+
+// perCombo is the state-shaped aggregate of, for each label combination
+// of g (a skip-scan over pred ordered by order), the first k rows of each
+// part (disjoint predicates ANDed to pred) in that order; rows with a
+// NULL label are read apart, k of each part in no order.
+func (s *Spec) perCombo(pred, order string, parts []string) string {
+	sh := s.stateShape()
+	inner := strings.Join(sh.inner, ", ")
+	var reads []string
+	if len(s.O.Labels) == 0 {
+		for _, p := range parts {
+			reads = append(reads, fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d)",
+				inner, s.table, s.where(pred, p), order, s.O.MaxCount))
+		}
+		return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+	}
+	var eq, isNull []string
+	for i, l := range s.O.Labels {
+		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
+		isNull = append(isNull, col(l.Column)+" IS NULL")
+	}
+	for _, p := range parts {
+		reads = append(reads, fmt.Sprintf(`(SELECT x.* FROM g CROSS JOIN LATERAL
+  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT (SELECT k FROM k)) x)`,
+			inner, s.table, s.where(append([]string{pred, p}, eq...)...), order))
+		if !s.labelsNotNull {
+			reads = append(reads, fmt.Sprintf(`(SELECT %s FROM %s t WHERE %s LIMIT (SELECT k FROM k))`,
+				inner, s.table, s.where(pred, p, "("+strings.Join(isNull, " OR ")+")")))
+		}
+	}
+	return s.skipScan(pred, order) + s.shares() + "\n" + sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+}
+
+// claimedOrder is the order of the claimed index after the labels: the
+// lease column, else created_at.
+func (s *Spec) claimedOrder() string {
+	if lc := s.leaseColumn(); lc != "" {
+		return lc
+	}
+	return s.O.CreatedAt
+}
+
+// ClaimedCappedQuery is the state query over the claimed rows when even
+// they are more than MaxCount (a relay that died holding a huge batch):
+// for each label combination of claimed rows (a skip-scan of the claimed
+// index), the k earliest leases that have passed and, apart, the k
+// earliest live (or absent) ones, so that neither lease_expired nor
+// in_flight reads 0 in a combination that has such a row. Its unknown
+// results are read by ClaimedUnknownQuery. "" when no row is ever
+// claimed.
+func (s *Spec) ClaimedCappedQuery() string {
+	cl := s.ClaimedPredicate()
+	if cl == "" {
+		return ""
+	}
+	parts := []string{""}
+	if lc := s.leaseColumn(); lc != "" {
+		passed := s.leasePassed(col(lc))
+		parts = []string{passed, "(" + col(lc) + " IS NULL OR NOT " + passed + ")"}
+	}
+	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), parts)
+}
+
+// claimedUnknown is, among claimed rows, the condition of an unknown
+// result: a status under unknown, unknown_when, or a passed lease after
+// an attempt.
+func (s *Spec) claimedUnknown() string {
+	var p []string
+	if s.O.Style() == config.StyleStatus && len(s.O.Unknown) > 0 {
+		p = append(p, s.rules("t.").in(s.O.Unknown))
+	}
+	if s.O.UnknownWhen != "" {
+		p = append(p, "("+s.O.UnknownWhen+")")
+	}
+	if lc := s.leaseColumn(); lc != "" && s.O.Attempts != "" {
+		p = append(p, "("+s.leasePassed(col(lc))+" AND "+col(s.O.Attempts)+" > 0)")
+	}
+	if len(p) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(p, " OR ") + ")"
+}
+
+// ClaimedUnknownQuery reads, with ClaimedCappedQuery, the claimed rows
+// with an unknown result: the k earliest of each label combination, so
+// none reads 0 that has one. Only their unknown results are used. ""
+// when a claimed row never has one.
+func (s *Spec) ClaimedUnknownQuery() string {
+	cl, cu := s.ClaimedPredicate(), s.claimedUnknown()
+	if cl == "" || cu == "" {
+		return ""
+	}
+	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), []string{cu})
+}
+
+// UnknownCappedQuery is UnknownQuery when more than MaxCount unclaimed
+// rows have an unknown result: the k oldest of each label combination
+// the skip-scan of the unknown index finds.
+func (s *Spec) UnknownCappedQuery() string {
+	up := s.unknownPredicate("t.")
+	if up == "" {
+		return ""
+	}
+	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""})
 }

@@ -203,6 +203,6 @@ SELECT %s FROM (
   (SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL
     (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1) x)%s
 ) u ORDER BY u.ord LIMIT $1`,
-		s.skipScan(up, true), strings.Join(outs, ", "), MaxOldestTuples,
+		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples,
 		inner, s.table, s.where(append([]string{up}, eq...)...), col(o.CreatedAt), nulls)
 }

@@ -100,6 +100,9 @@ const (
 	partPending
 	partClaimed
 	partUnknown
+	// partClaimedCapped: the claimed rows' per label set reads, whose
+	// unknown results come from partUnknown.
+	partClaimedCapped
 )
 
 type group struct {
@@ -182,7 +185,13 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		}
 		b, capped := s.cappedBatch(spec, r)
 		r.capped = capped
-		if b.Len() > 0 {
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := sendBatch(ctx, conn, tx, b); err != nil {
+			return err
+		}
+		if b := s.claimedCappedBatch(spec, r); b != nil {
 			return sendBatch(ctx, conn, tx, b)
 		}
 		return nil
@@ -300,6 +309,46 @@ func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
 		queueCounts(b, q, nl, &r.dead, "count dead rows (capped)")
 	}
 	return b, true
+}
+
+// claimedCappedBatch replaces the claimed rows' groups by the per label
+// set reads of ClaimedCappedQuery and ClaimedUnknownQuery when more than
+// max_count rows are claimed, and the unclaimed unknown results by
+// UnknownCappedQuery's when more than max_count have one; nil when
+// neither is.
+func (s *Spec) overCap(r *read, p part) bool {
+	var n int64
+	for _, g := range r.groups {
+		if g.part == p {
+			n += g.rows
+		}
+	}
+	return n > int64(s.O.MaxCount)
+}
+
+func (s *Sampler) claimedCappedBatch(spec *Spec, r *read) *pgx.Batch {
+	claimed, unknown := spec.overCap(r, partClaimed), spec.overCap(r, partUnknown)
+	if !claimed && !unknown {
+		return nil
+	}
+	kept := r.groups[:0:0]
+	for _, g := range r.groups {
+		if !(claimed && g.part == partClaimed) && !(unknown && g.part == partUnknown) {
+			kept = append(kept, g)
+		}
+	}
+	r.groups = kept
+	b := &pgx.Batch{}
+	if claimed {
+		queueGroups(b, spec.ClaimedCappedQuery(), spec, partClaimedCapped, &r.groups, "count claimed rows (capped)")
+		if q := spec.ClaimedUnknownQuery(); q != "" {
+			queueGroups(b, q, spec, partUnknown, &r.groups, "count unknown results of claimed rows (capped)")
+		}
+	}
+	if unknown {
+		queueGroups(b, spec.UnknownCappedQuery(), spec, partUnknown, &r.groups, "count unknown results (capped)")
+	}
+	return b
 }
 
 func total(gs []group) int64 {
