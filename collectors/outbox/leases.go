@@ -53,14 +53,25 @@ type liveLeases struct {
 	lengthBound int64
 }
 
-func (l *liveLeases) ids() []string {
+// toJudge returns the ids of the rows whose lease was live at the last
+// sample, has expired by now, and is neither live now nor among the
+// expired leases read now: the rows judge needs the fate of.
+func (l *liveLeases) toJudge(now int64, live []liveLease, expired []Mark) []string {
+	cur := make(map[string]bool, len(live)+len(expired))
+	for _, x := range live {
+		cur[x.key()] = true
+	}
+	for _, m := range expired {
+		cur[m.Key] = true
+	}
 	seen := map[string]bool{}
 	var out []string
-	for _, x := range l.byKey {
-		if !seen[x.id] {
-			seen[x.id] = true
-			out = append(out, x.id)
+	for k, x := range l.byKey {
+		if cur[k] || x.expiry > now || seen[x.id] {
+			continue
 		}
+		seen[x.id] = true
+		out = append(out, x.id)
 	}
 	return out
 }

@@ -183,6 +183,21 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 		if err := sendBatch(ctx, conn, tx, s.firstBatch(spec, r)); err != nil {
 			return err
 		}
+		// Only the leases live at the last sample that expired since and
+		// are neither live nor read expired now need their rows looked up:
+		// usually none, so usually no round trip.
+		if ids := s.live.toJudge(r.now, r.live, r.leases); len(ids) > 0 {
+			b := &pgx.Batch{}
+			b.Queue(spec.LeaseFateQuery(), ids).Query(func(rows pgx.Rows) (err error) {
+				if r.fates, err = scanFates(rows); err != nil {
+					return fmt.Errorf("look up the rows of the last live leases: %w", err)
+				}
+				return nil
+			})
+			if err := sendBatch(ctx, conn, tx, b); err != nil {
+				return err
+			}
+		}
 		b, capped := s.cappedBatch(spec, r)
 		r.capped = capped
 		if b.Len() == 0 {
@@ -249,14 +264,6 @@ func (s *Sampler) firstBatch(spec *Spec, r *read) *pgx.Batch {
 			}
 			return nil
 		})
-		if ids := s.live.ids(); len(ids) > 0 {
-			b.Queue(spec.LeaseFateQuery(), ids).Query(func(rows pgx.Rows) (err error) {
-				if r.fates, err = scanFates(rows); err != nil {
-					return fmt.Errorf("look up the rows of the last live leases: %w", err)
-				}
-				return nil
-			})
-		}
 	}
 	if q := spec.PublishedQuery(); q != "" {
 		// The lower bound is computed in SQL from the same now() as the
