@@ -87,10 +87,10 @@ type Outbox struct {
 	// SLOObjective is the share of events that must be published within
 	// their deadline; the generated burn-rate alerts use it. Default 0.999.
 	SLOObjective float64 `yaml:"slo_objective"`
-	// MaxCount caps exact counting during a huge backlog: a state count
-	// above it is reported as MaxCount and outbox_events_capped says so.
-	// Default 10000 (the incident benchmark: 12-22 ms per collection at a 2M
-	// backlog, against 85-115 ms at 100000).
+	// MaxCount caps exact counting during a huge backlog: with more
+	// unpublished (or dead) rows than MaxCount, outbox_events_capped is 1
+	// and the counts are lower bounds read per label set, at least 1
+	// where a row exists (README, Cost). Default 10000.
 	MaxCount int `yaml:"max_count"`
 }
 
