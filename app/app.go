@@ -63,99 +63,135 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 // prev keeps running until the caller closes it; closing it then leaves
 // the parts taken over alone. On error prev is untouched.
 func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev *App) (*App, error) {
-	a := &App{Config: cfg, Pools: map[string]*pgxpool.Pool{}, Audits: map[string]*audit.Auditor{}, logger: logger,
-		outbox: map[string]*outbox.Collector{}, kafka: map[string]*kafka.Collector{}, running: map[string]bool{},
-		owned: map[string]func(){}}
-	var kept []string
-	keep := func(key string, prevCfg, cfg any) bool {
-		if prev == nil || prev.owned[key] == nil || !reflect.DeepEqual(prevCfg, cfg) {
-			return false
-		}
-		kept = append(kept, key)
-		a.own(key, prev.owned[key])
-		return true
-	}
-	pcfg := &config.Config{}
+	b := &builder{prev: prev, pcfg: &config.Config{}, a: &App{Config: cfg, Pools: map[string]*pgxpool.Pool{},
+		Audits: map[string]*audit.Auditor{}, logger: logger, outbox: map[string]*outbox.Collector{},
+		kafka: map[string]*kafka.Collector{}, running: map[string]bool{}, owned: map[string]func(){}}}
 	if prev != nil {
-		pcfg = prev.Config
+		b.pcfg = prev.Config
 	}
+	for _, step := range []func(context.Context) error{b.pools, b.outboxes, b.clusters, b.audits, b.reconcile} {
+		if err := step(ctx); err != nil {
+			b.a.closeNew(b.kept)
+			return nil, err
+		}
+	}
+	b.a.Exporter = collectors.NewExporter(logger, b.cs...)
+	// Only now that nothing can fail: prev no longer closes what a kept.
+	for _, key := range b.kept {
+		delete(prev.owned, key)
+	}
+	return b.a, nil
+}
+
+// builder is one Rebuild in progress.
+type builder struct {
+	a, prev *App
+	pcfg    *config.Config
+	kept    []string
+	cs      []collectors.Collector
+}
+
+// keep takes part key over from prev when its configuration (and what it
+// reads) compares equal.
+func (b *builder) keep(key string, prevCfg, cfg any) bool {
+	if b.prev == nil || b.prev.owned[key] == nil || !reflect.DeepEqual(prevCfg, cfg) {
+		return false
+	}
+	b.kept = append(b.kept, key)
+	b.a.own(key, b.prev.owned[key])
+	return true
+}
+
+func (b *builder) pools(ctx context.Context) error {
+	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
-		if keep("db/"+name, pcfg.Databases[name], cfg.Databases[name]) {
-			a.Pools[name] = prev.Pools[name]
+		if b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
+			b.a.Pools[name] = b.prev.Pools[name]
 			continue
 		}
 		pool, err := pg.Open(ctx, cfg.Databases[name])
 		if err != nil {
-			a.closeNew(kept)
-			return nil, fmt.Errorf("database %q: %w", name, err)
+			return fmt.Errorf("database %q: %w", name, err)
 		}
-		a.Pools[name] = pool
-		a.own("db/"+name, pool.Close)
+		b.a.Pools[name] = pool
+		b.a.own("db/"+name, pool.Close)
 	}
-	var cs []collectors.Collector
+	return nil
+}
+
+// outboxes builds a collector per outbox; an unchanged one (and its
+// database) continues the previous collector's sampler.
+func (b *builder) outboxes(context.Context) error {
+	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
-		c := outbox.NewCollector(name, o, a.Pools[o.Database], logger)
-		if prev != nil && reflect.DeepEqual(pcfg.Databases[o.Database], cfg.Databases[o.Database]) {
-			c.KeepState(prev.outbox[name])
+		c := outbox.NewCollector(name, o, b.a.Pools[o.Database], b.a.logger)
+		if b.prev != nil && reflect.DeepEqual(b.pcfg.Databases[o.Database], cfg.Databases[o.Database]) {
+			c.KeepState(b.prev.outbox[name])
 		}
-		a.outbox[name] = c
-		cs = append(cs, c)
+		b.a.outbox[name] = c
+		b.cs = append(b.cs, c)
 	}
+	return nil
+}
+
+func (b *builder) clusters(context.Context) error {
+	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Kafka)) {
 		key := "kafka/" + name
-		if keep(key, pcfg.Kafka[name], cfg.Kafka[name]) {
-			a.kafka[name] = prev.kafka[name]
-			cs = append(cs, a.kafka[name])
+		if b.keep(key, b.pcfg.Kafka[name], cfg.Kafka[name]) {
+			b.a.kafka[name] = b.prev.kafka[name]
+			b.cs = append(b.cs, b.a.kafka[name])
 			continue
 		}
-		kc, err := kafka.NewCollector(name, cfg.Kafka[name], logger)
+		kc, err := kafka.NewCollector(name, cfg.Kafka[name], b.a.logger)
 		if err != nil {
-			a.closeNew(kept)
-			return nil, fmt.Errorf("kafka %q: %w", name, err)
+			return fmt.Errorf("kafka %q: %w", name, err)
 		}
-		a.kafka[name] = kc
-		a.own(key, kc.Close)
-		cs = append(cs, kc)
+		b.a.kafka[name] = kc
+		b.a.own(key, kc.Close)
+		b.cs = append(b.cs, kc)
 	}
+	return nil
+}
+
+func (b *builder) audits(context.Context) error {
+	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
 		ac := cfg.Audit[name]
 		o := cfg.Outboxes[name]
 		key := "audit/" + name
-		if keep(key, auditDeps(pcfg, name), auditDeps(cfg, name)) {
-			a.Audits[name] = prev.Audits[name]
-			a.running[name] = prev.running[name]
-			cs = append(cs, audit.NewCollector(a.Audits[name]))
+		if b.keep(key, auditDeps(b.pcfg, name), auditDeps(cfg, name)) {
+			b.a.Audits[name] = b.prev.Audits[name]
+			b.a.running[name] = b.prev.running[name]
+			b.cs = append(b.cs, audit.NewCollector(b.a.Audits[name]))
 			continue
 		}
-		au, err := audit.New(name, ac, o, cfg.Kafka[ac.Kafka], a.Pools[o.Database], logger)
+		au, err := audit.New(name, ac, o, cfg.Kafka[ac.Kafka], b.a.Pools[o.Database], b.a.logger)
 		if err != nil {
-			a.closeNew(kept)
-			return nil, fmt.Errorf("audit %q: %w", name, err)
+			return fmt.Errorf("audit %q: %w", name, err)
 		}
 		au.SetCompareInterval(ac.Interval)
-		a.Audits[name] = au
-		a.own(key, au.Close)
-		cs = append(cs, audit.NewCollector(au))
+		b.a.Audits[name] = au
+		b.a.own(key, au.Close)
+		b.cs = append(b.cs, audit.NewCollector(au))
 	}
-	if keep("reconcile", reconcileDeps(pcfg), reconcileDeps(cfg)) {
-		a.Reconcile = prev.Reconcile
+	return nil
+}
+
+func (b *builder) reconcile(context.Context) error {
+	if b.keep("reconcile", reconcileDeps(b.pcfg), reconcileDeps(b.a.Config)) {
+		b.a.Reconcile = b.prev.Reconcile
 	} else {
-		sched, err := reconcile.New(cfg, a.Pools, logger)
+		sched, err := reconcile.New(b.a.Config, b.a.Pools, b.a.logger)
 		if err != nil {
-			a.closeNew(kept)
-			return nil, fmt.Errorf("reconcile: %w", err)
+			return fmt.Errorf("reconcile: %w", err)
 		}
-		a.Reconcile = sched
-		a.own("reconcile", sched.Stop)
+		b.a.Reconcile = sched
+		b.a.own("reconcile", sched.Stop)
 	}
-	cs = append(cs, a.Reconcile.Collectors()...)
-	a.Exporter = collectors.NewExporter(logger, cs...)
-	// Only now that nothing can fail: prev no longer closes what a kept.
-	for _, key := range kept {
-		delete(prev.owned, key)
-	}
-	return a, nil
+	b.cs = append(b.cs, b.a.Reconcile.Collectors()...)
+	return nil
 }
 
 // auditDeps is what an audit reads: its own section, its outbox, its

@@ -129,27 +129,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	}
 	r.add(true, "table "+o.Table, "exists")
 
-	ts := func(c Column) bool { return c.IsTimestamp() }
-	needs := []columnNeed{
-		{"id", o.ID, anyType, ""},
-		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
-	}
-	for _, l := range o.Labels {
-		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
-	}
-	for _, n := range []columnNeed{
-		{"status", o.Status, func(c Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
-		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
-		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
-		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},
-		{"claimed_at", o.ClaimedAt, ts, "timestamp or timestamptz"},
-		{"attempts", o.Attempts, func(c Column) bool { return c.IsInteger() }, "an integer type"},
-		{"last_error", o.LastError, anyType, ""},
-	} {
-		if n.column != "" {
-			needs = append(needs, n)
-		}
-	}
+	needs := columnNeeds(o)
 	for _, n := range needs {
 		n.check(r, cols)
 	}
@@ -211,6 +191,32 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		r.OK = r.OK && it.OK
 	}
 	return r, nil
+}
+
+// columnNeeds are the configured columns and the types they must have.
+func columnNeeds(o *config.Outbox) []columnNeed {
+	ts := func(c Column) bool { return c.IsTimestamp() }
+	needs := []columnNeed{
+		{"id", o.ID, anyType, ""},
+		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
+	}
+	for _, l := range o.Labels {
+		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
+	}
+	for _, n := range []columnNeed{
+		{"status", o.Status, func(c Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
+		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
+		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
+		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},
+		{"claimed_at", o.ClaimedAt, ts, "timestamp or timestamptz"},
+		{"attempts", o.Attempts, func(c Column) bool { return c.IsInteger() }, "an integer type"},
+		{"last_error", o.LastError, anyType, ""},
+	} {
+		if n.column != "" {
+			needs = append(needs, n)
+		}
+	}
+	return needs
 }
 
 // Bloated reports whether a partial index of size bytes holding about
