@@ -154,15 +154,16 @@ func (s *Spec) UnknownQuery() string {
 // (the oldest ones) are exact up to k. Rows with a NULL label are read
 // apart, k of them in no particular order.
 func (s *Spec) PendingQuery() string {
-	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""})
+	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""}, 1)
 }
 
 // shares are the CTEs g (the combinations, at most MaxOldestTuples) and
-// k (MaxCount divided among them) following a skip-scan r.
-func (s *Spec) shares() string {
+// k (MaxCount divided among them and among the reads sharing it, at
+// least 1) following a skip-scan r.
+func (s *Spec) shares(reads int) string {
 	return fmt.Sprintf(`,
 g AS (SELECT * FROM r LIMIT %d),
-k AS (SELECT greatest(1, %d / greatest(count(*), 1))::int8 AS k FROM g)`, MaxOldestTuples, s.O.MaxCount)
+k AS (SELECT greatest(1, %d / greatest(count(*) * %d, 1))::int8 AS k FROM g)`, MaxOldestTuples, s.O.MaxCount, max(reads, 1))
 }
 
 // Deadlines are the distinct deadlines of the outbox, shortest first: the
@@ -242,7 +243,7 @@ func (s *Spec) DeadCappedQuery() string {
 		outs = append(outs, "c"+strconv.Itoa(i))
 		gl = append(gl, "g.l"+strconv.Itoa(i)+"::text")
 	}
-	q := s.skipScan(dp, "") + s.shares() + fmt.Sprintf(`
+	q := s.skipScan(dp, "") + s.shares(1) + fmt.Sprintf(`
 SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM %s t WHERE %s LIMIT (SELECT k FROM k)) z)::int8 FROM g`,
 		strings.Join(gl, ", "), s.table, s.where(append([]string{dp}, eq...)...))
 	if !s.labelsNotNull {
@@ -355,15 +356,17 @@ GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT %d`, col(s.O.Status), s.table, s.where(p), M
 // perCombo is the state-shaped aggregate of, for each label combination
 // of g (a skip-scan over pred ordered by order), the first k rows of each
 // part (disjoint predicates ANDed to pred) in that order; rows with a
-// NULL label are read apart, k of each part in no order.
-func (s *Spec) perCombo(pred, order string, parts []string) string {
+// NULL label are read apart, k of each part in no order. k divides
+// MaxCount among the combinations and the reads, which number shared
+// (the parts of this query and of the queries sharing its budget).
+func (s *Spec) perCombo(pred, order string, parts []string, shared int) string {
 	sh := s.stateShape()
 	inner := strings.Join(sh.inner, ", ")
 	var reads []string
 	if len(s.O.Labels) == 0 {
 		for _, p := range parts {
 			reads = append(reads, fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d)",
-				inner, s.table, s.where(pred, p), order, s.O.MaxCount))
+				inner, s.table, s.where(pred, p), order, max(s.O.MaxCount/max(shared, 1), 1)))
 		}
 		return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
 	}
@@ -381,7 +384,7 @@ func (s *Spec) perCombo(pred, order string, parts []string) string {
 				inner, s.table, s.where(pred, p, "("+strings.Join(isNull, " OR ")+")")))
 		}
 	}
-	return s.skipScan(pred, order) + s.shares() + "\n" + sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+	return s.skipScan(pred, order) + s.shares(shared) + "\n" + sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
 }
 
 // claimedOrder is the order of the claimed index after the labels: the
@@ -411,7 +414,22 @@ func (s *Spec) ClaimedCappedQuery() string {
 		passed := s.leasePassed(col(lc))
 		parts = []string{passed, "(" + col(lc) + " IS NULL OR NOT " + passed + ")"}
 	}
-	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), parts)
+	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), parts, s.claimedReads())
+}
+
+// claimedReads is how many per label set reads share MaxCount while the
+// claimed rows are capped: ClaimedCappedQuery's parts and
+// ClaimedUnknownQuery's, so that together they read at most about
+// MaxCount rows.
+func (s *Spec) claimedReads() int {
+	n := 1
+	if s.leaseColumn() != "" {
+		n = 2
+	}
+	if s.claimedUnknown() != "" {
+		n++
+	}
+	return n
 }
 
 // claimedUnknown is, among claimed rows, the condition of an unknown
@@ -443,7 +461,7 @@ func (s *Spec) ClaimedUnknownQuery() string {
 	if cl == "" || cu == "" {
 		return ""
 	}
-	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), []string{cu})
+	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), []string{cu}, s.claimedReads())
 }
 
 // UnknownCappedQuery is UnknownQuery when more than MaxCount unclaimed
@@ -454,5 +472,5 @@ func (s *Spec) UnknownCappedQuery() string {
 	if up == "" {
 		return ""
 	}
-	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""})
+	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""}, 1)
 }
