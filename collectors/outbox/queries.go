@@ -411,8 +411,13 @@ func (s *Spec) ClaimedCappedQuery() string {
 	}
 	parts := []string{""}
 	if lc := s.leaseColumn(); lc != "" {
-		passed := s.leasePassed(col(lc))
-		parts = []string{passed, "(" + col(lc) + " IS NULL OR NOT " + passed + ")"}
+		// Each part a range of the claimed index, so none scans past the
+		// rows of another: passed, live, no lease.
+		live := col(lc) + " >= " + s.bound(lc, "now()")
+		if s.O.LeaseUntil == "" {
+			live = col(lc) + " >= " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+		}
+		parts = []string{s.leasePassed(col(lc)), live, col(lc) + " IS NULL"}
 	}
 	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), parts, s.claimedReads())
 }
@@ -424,7 +429,7 @@ func (s *Spec) ClaimedCappedQuery() string {
 func (s *Spec) claimedReads() int {
 	n := 1
 	if s.leaseColumn() != "" {
-		n = 2
+		n = 3
 	}
 	if s.claimedUnknown() != "" {
 		n++
