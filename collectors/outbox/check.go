@@ -294,6 +294,7 @@ func (s *Spec) plannedQueries() []plannedQuery {
 	add("dead", s.DeadQuery(), "dead", planRule{})
 	add("dead (capped)", s.DeadCappedQuery(), "dead", planRule{})
 	add("unclassified", s.UnclassifiedQuery(), "unclassified", planRule{})
+	add("unclassified (capped)", s.UnclassifiedCappedQuery(), "unclassified", planRule{})
 	add("lease", s.LeaseQuery(), "lease", planRule{condOn: s.leaseColumn()}, int64(0))
 	add("live lease", s.LiveLeaseQuery(), "lease", planRule{condOn: s.leaseColumn()})
 	add("lease fate", s.LeaseFateQuery(), "id", planRule{}, []string{})

@@ -591,7 +591,7 @@ func (o *oracle) compareSeries(errorf func(string, ...any), got sampleMetrics, f
 		if all.unclassified <= float64(c.MaxCount) {
 			exact("outbox_unclassified_events", w.unclassified)
 		} else {
-			bounded("outbox_unclassified_events", w.unclassified, false)
+			bounded("outbox_unclassified_events", w.unclassified, true)
 		}
 	}
 	_ = capped

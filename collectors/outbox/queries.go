@@ -231,8 +231,15 @@ func (s *Spec) countByLabels(pred string) string {
 // combination with a dead row reads 0; rows with a NULL label are counted
 // apart, up to k. "" without labels or dead rows. Columns: labels...,
 // rows.
-func (s *Spec) DeadCappedQuery() string {
-	dp := s.DeadPredicate()
+func (s *Spec) DeadCappedQuery() string { return s.countCappedByLabels(s.DeadPredicate()) }
+
+// UnclassifiedCappedQuery is DeadCappedQuery for the rows in no state,
+// through the unclassified index.
+func (s *Spec) UnclassifiedCappedQuery() string {
+	return s.countCappedByLabels(s.UnclassifiedPredicate())
+}
+
+func (s *Spec) countCappedByLabels(dp string) string {
 	if dp == "" || len(s.O.Labels) == 0 {
 		return ""
 	}

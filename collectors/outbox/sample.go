@@ -290,10 +290,10 @@ func (s *Sampler) firstBatch(spec *Spec, r *read) *pgx.Batch {
 func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
 	nl := len(s.o.Labels)
 	max := int64(s.o.MaxCount)
-	stateCapped, deadCapped := total(r.groups) > max, total(r.dead) > max
+	stateCapped, deadCapped, unclCapped := total(r.groups) > max, total(r.dead) > max, total(r.unclassified) > max
 	b := &pgx.Batch{}
-	if !stateCapped && !deadCapped {
-		return b, total(r.unclassified) > max
+	if !stateCapped && !deadCapped && !unclCapped {
+		return b, false
 	}
 	if stateCapped {
 		r.groups = nil
@@ -314,6 +314,10 @@ func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
 	if q := spec.DeadCappedQuery(); deadCapped && q != "" {
 		r.dead = nil
 		queueCounts(b, q, nl, &r.dead, "count dead rows (capped)")
+	}
+	if q := spec.UnclassifiedCappedQuery(); unclCapped && q != "" {
+		r.unclassified = nil
+		queueCounts(b, q, nl, &r.unclassified, "count unclassified rows (capped)")
 	}
 	return b, true
 }
