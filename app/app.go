@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,8 +33,14 @@ type App struct {
 	Reconcile *reconcile.Scheduler
 
 	logger  *slog.Logger
-	closers []func()
-	cancel  context.CancelFunc
+	outbox  map[string]*outbox.Collector
+	kafka   map[string]*kafka.Collector
+	running map[string]bool // audits already started (kept from a reload)
+	// owned are the closers of what this App opened or kept, by part
+	// ("db/NAME", "kafka/NAME", "audit/NAME", "reconcile"), closed in
+	// reverse order of order; a part kept by the next App is handed over.
+	owned map[string]func()
+	order []string
 }
 
 // Build opens pools and clients and constructs collectors for cfg. It does
@@ -41,50 +48,191 @@ type App struct {
 // they are down and recovers when they return. On error nothing is left
 // open.
 func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, error) {
-	pools, err := OpenPools(ctx, cfg)
-	if err != nil {
-		return nil, err
+	return Rebuild(ctx, cfg, logger, nil)
+}
+
+// Rebuild is Build for a reload: every part whose configuration did not
+// change is taken over from prev, state and all, so that counters do not
+// restart and the events around the reload are counted (issue 14, item
+// 4): the pools of unchanged databases, the samplers of unchanged
+// outboxes, the clients and caches of unchanged Kafka clusters, the
+// auditors of unchanged audits (still running) and the reconcile
+// scheduler with its last results when no reconcile job or what it reads
+// changed. A part is unchanged when its own configuration and everything
+// it reads from (its database, its outbox, its cluster) compare equal.
+// prev keeps running until the caller closes it; closing it then leaves
+// the parts taken over alone. On error prev is untouched.
+func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev *App) (*App, error) {
+	b := &builder{prev: prev, pcfg: &config.Config{}, a: &App{Config: cfg, Pools: map[string]*pgxpool.Pool{},
+		Audits: map[string]*audit.Auditor{}, logger: logger, outbox: map[string]*outbox.Collector{},
+		kafka: map[string]*kafka.Collector{}, running: map[string]bool{}, owned: map[string]func(){}}}
+	if prev != nil {
+		b.pcfg = prev.Config
 	}
-	a := &App{Config: cfg, Pools: pools, Audits: map[string]*audit.Auditor{}, logger: logger}
-	a.closers = append(a.closers, func() { ClosePools(pools) })
-	var cs []collectors.Collector
+	for _, step := range []func(context.Context) error{b.pools, b.outboxes, b.cdcs, b.clusters, b.audits, b.reconcile} {
+		if err := step(ctx); err != nil {
+			b.a.closeNew(b.kept)
+			return nil, err
+		}
+	}
+	b.a.Exporter = collectors.NewExporter(logger, b.cs...)
+	// Only now that nothing can fail: prev no longer closes what a kept.
+	for _, key := range b.kept {
+		delete(prev.owned, key)
+	}
+	return b.a, nil
+}
+
+// builder is one Rebuild in progress.
+type builder struct {
+	a, prev *App
+	pcfg    *config.Config
+	kept    []string
+	cs      []collectors.Collector
+}
+
+// keep takes part key over from prev when its configuration (and what it
+// reads) compares equal.
+func (b *builder) keep(key string, prevCfg, cfg any) bool {
+	if b.prev == nil || b.prev.owned[key] == nil || !reflect.DeepEqual(prevCfg, cfg) {
+		return false
+	}
+	b.kept = append(b.kept, key)
+	b.a.own(key, b.prev.owned[key])
+	return true
+}
+
+func (b *builder) pools(ctx context.Context) error {
+	cfg := b.a.Config
+	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
+		if b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
+			b.a.Pools[name] = b.prev.Pools[name]
+			continue
+		}
+		pool, err := pg.Open(ctx, cfg.Databases[name])
+		if err != nil {
+			return fmt.Errorf("database %q: %w", name, err)
+		}
+		b.a.Pools[name] = pool
+		b.a.own("db/"+name, pool.Close)
+	}
+	return nil
+}
+
+// outboxes builds a collector per outbox; an unchanged one (and its
+// database) continues the previous collector's sampler.
+func (b *builder) outboxes(context.Context) error {
+	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
-		cs = append(cs, outbox.NewCollector(name, o, a.Pools[o.Database], logger))
-	}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Kafka)) {
-		kc, err := kafka.NewCollector(name, cfg.Kafka[name], logger)
-		if err != nil {
-			a.Close()
-			return nil, fmt.Errorf("kafka %q: %w", name, err)
+		c := outbox.NewCollector(name, o, b.a.Pools[o.Database], b.a.logger)
+		if b.prev != nil && reflect.DeepEqual(b.pcfg.Databases[o.Database], cfg.Databases[o.Database]) {
+			c.KeepState(b.prev.outbox[name])
 		}
-		a.closers = append(a.closers, kc.Close)
-		cs = append(cs, kc)
+		b.a.outbox[name] = c
+		b.cs = append(b.cs, c)
 	}
-	cs = append(cs, cdcCollectors(cfg, a.Pools, logger)...)
+	return nil
+}
+
+func (b *builder) clusters(context.Context) error {
+	cfg := b.a.Config
+	for _, name := range slices.Sorted(maps.Keys(cfg.Kafka)) {
+		key := "kafka/" + name
+		if b.keep(key, b.pcfg.Kafka[name], cfg.Kafka[name]) {
+			b.a.kafka[name] = b.prev.kafka[name]
+			b.cs = append(b.cs, b.a.kafka[name])
+			continue
+		}
+		kc, err := kafka.NewCollector(name, cfg.Kafka[name], b.a.logger)
+		if err != nil {
+			return fmt.Errorf("kafka %q: %w", name, err)
+		}
+		b.a.kafka[name] = kc
+		b.a.own(key, kc.Close)
+		b.cs = append(b.cs, kc)
+	}
+	return nil
+}
+
+func (b *builder) audits(context.Context) error {
+	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
 		ac := cfg.Audit[name]
 		o := cfg.Outboxes[name]
-		au, err := audit.New(name, ac, o, cfg.Kafka[ac.Kafka], a.Pools[o.Database], logger)
+		key := "audit/" + name
+		if b.keep(key, auditDeps(b.pcfg, name), auditDeps(cfg, name)) {
+			b.a.Audits[name] = b.prev.Audits[name]
+			b.a.running[name] = b.prev.running[name]
+			b.cs = append(b.cs, audit.NewCollector(b.a.Audits[name]))
+			continue
+		}
+		au, err := audit.New(name, ac, o, cfg.Kafka[ac.Kafka], b.a.Pools[o.Database], b.a.logger)
 		if err != nil {
-			a.Close()
-			return nil, fmt.Errorf("audit %q: %w", name, err)
+			return fmt.Errorf("audit %q: %w", name, err)
 		}
 		au.SetCompareInterval(ac.Interval)
-		a.Audits[name] = au
-		a.closers = append(a.closers, au.Close)
-		cs = append(cs, audit.NewCollector(au))
+		b.a.Audits[name] = au
+		b.a.own(key, au.Close)
+		b.cs = append(b.cs, audit.NewCollector(au))
 	}
-	sched, err := reconcile.New(cfg, a.Pools, logger)
-	if err != nil {
-		a.Close()
-		return nil, fmt.Errorf("reconcile: %w", err)
+	return nil
+}
+
+func (b *builder) reconcile(context.Context) error {
+	if b.keep("reconcile", reconcileDeps(b.pcfg), reconcileDeps(b.a.Config)) {
+		b.a.Reconcile = b.prev.Reconcile
+	} else {
+		sched, err := reconcile.New(b.a.Config, b.a.Pools, b.a.logger)
+		if err != nil {
+			return fmt.Errorf("reconcile: %w", err)
+		}
+		b.a.Reconcile = sched
+		b.a.own("reconcile", sched.Stop)
 	}
-	a.Reconcile = sched
-	a.closers = append(a.closers, sched.Stop)
-	cs = append(cs, sched.Collectors()...)
-	a.Exporter = collectors.NewExporter(logger, cs...)
-	return a, nil
+	b.cs = append(b.cs, b.a.Reconcile.Collectors()...)
+	return nil
+}
+
+// auditDeps is what an audit reads: its own section, its outbox, its
+// cluster and its database.
+func auditDeps(cfg *config.Config, name string) []any {
+	ac := cfg.Audit[name]
+	if ac == nil {
+		return nil
+	}
+	o := cfg.Outboxes[name]
+	var db *config.Database
+	if o != nil {
+		db = cfg.Databases[o.Database]
+	}
+	return []any{ac, o, cfg.Kafka[ac.Kafka], db}
+}
+
+// reconcileDeps is what the reconcile scheduler reads: every job, the
+// outboxes they name and every database (a job reads up to two).
+func reconcileDeps(cfg *config.Config) []any {
+	out := []any{cfg.Reconcile, cfg.Databases}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
+		if j := cfg.Reconcile[name]; j.Outbox != nil {
+			out = append(out, cfg.Outboxes[j.Outbox.Name])
+		}
+	}
+	return out
+}
+
+func (a *App) own(key string, close func()) {
+	a.owned[key] = close
+	a.order = append(a.order, key)
+}
+
+// closeNew closes what a failed Rebuild opened, leaving the parts it
+// meant to keep to their owner.
+func (a *App) closeNew(kept []string) {
+	for _, k := range kept {
+		delete(a.owned, k)
+	}
+	a.Close()
 }
 
 // OpenPools opens a read-only pool for every configured database. It does
@@ -109,11 +257,17 @@ func ClosePools(pools map[string]*pgxpool.Pool) {
 	}
 }
 
-// Start begins the background work: reconcile schedules and audit tails.
-// It ends when ctx ends or Close is called.
+// Start begins the background work: reconcile schedules and audit tails,
+// until ctx ends or their owner closes them. Audits and a scheduler kept
+// from the previous App are already running, under the ctx that started
+// them (the server's, not the App's), so that closing the previous App
+// does not stop them.
 func (a *App) Start(ctx context.Context) {
-	ctx, a.cancel = context.WithCancel(ctx)
 	for _, name := range slices.Sorted(maps.Keys(a.Audits)) {
+		if a.running[name] {
+			continue
+		}
+		a.running[name] = true
 		a.Audits[name].Start(ctx)
 	}
 	a.Reconcile.Start()
@@ -131,16 +285,16 @@ func (a *App) Stuck(ctx context.Context, name string, limit int) ([]outbox.Stuck
 // ErrUnknownOutbox is returned for an outbox the configuration lacks.
 var ErrUnknownOutbox = fmt.Errorf("unknown outbox")
 
-// Close stops background work and closes every pool and client, last
-// opened first.
+// Close stops background work and closes every pool and client it still
+// owns, last opened first.
 func (a *App) Close() {
-	if a.cancel != nil {
-		a.cancel()
+	for i := len(a.order) - 1; i >= 0; i-- {
+		if c := a.owned[a.order[i]]; c != nil {
+			c()
+			delete(a.owned, a.order[i])
+		}
 	}
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-	a.closers = nil
+	a.order = nil
 }
 
 // OutboxNames lists the configured outboxes, sorted.

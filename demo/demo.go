@@ -303,7 +303,14 @@ CREATE INDEX outbox_unpublished_created_at ON outbox (created_at) WHERE status I
 CREATE INDEX outbox_exporter_messages_unpublished ON outbox (event_type, topic, created_at)
 	INCLUDE (status, lease_until, attempts) WHERE status IN ('PENDING', 'CLAIMED');
 CREATE INDEX outbox_exporter_messages_lease ON outbox (lease_until)
-	INCLUDE (event_id, status) WHERE status IN ('PENDING', 'CLAIMED') AND lease_until IS NOT NULL;
+	INCLUDE (event_id, status, attempts, created_at, event_type, topic) WHERE status IN ('PENDING', 'CLAIMED') AND status IN ('CLAIMED');
+CREATE INDEX outbox_exporter_messages_claimed_by_label ON outbox (event_type, topic, lease_until)
+	INCLUDE (status, attempts, created_at) WHERE status IN ('PENDING', 'CLAIMED') AND status IN ('CLAIMED');
+CREATE INDEX outbox_exporter_messages_unknown ON outbox (event_type, topic, created_at)
+	INCLUDE (status, lease_until, attempts) WHERE status IN ('PENDING', 'CLAIMED') AND NOT status IN ('CLAIMED')
+	AND ((status = 'PENDING' AND last_error LIKE 'unknown result: %'));
+CREATE INDEX outbox_exporter_messages_unclassified ON outbox (event_type, topic)
+	INCLUDE (status) WHERE (status IS NULL OR NOT status IN ('PENDING', 'CLAIMED', 'PUBLISHED', 'ABANDONED'));
 CREATE INDEX outbox_abandoned_created_at ON outbox (created_at) WHERE status = 'ABANDONED';
 CREATE INDEX outbox_published_at ON outbox (published_at) WHERE published_at IS NOT NULL;
 

@@ -129,7 +129,8 @@ func (s *Server) reload() error {
 	if err != nil {
 		return err
 	}
-	next, err := app.Build(s.runCtx, cfg, s.log)
+	// Parts whose config did not change keep their state (app.Rebuild).
+	next, err := app.Rebuild(s.runCtx, cfg, s.log, s.App())
 	if err != nil {
 		return err
 	}

@@ -372,6 +372,7 @@ func mark(ctx context.Context, rw *pgxpool.Pool, rows, n int) error {
 		// here) until it is rebuilt.
 		`REINDEX INDEX CONCURRENTLY outbox_exporter_messages_unpublished`,
 		`REINDEX INDEX CONCURRENTLY outbox_exporter_messages_lease`,
+		`REINDEX INDEX CONCURRENTLY outbox_exporter_messages_claimed_by_label`,
 	} {
 		if _, err := rw.Exec(ctx, q); err != nil {
 			return fmt.Errorf("mark %d unpublished: %w", n, err)

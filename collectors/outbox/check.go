@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -106,11 +107,19 @@ func (o columnNeed) check(r *CheckReport, cols map[string]Column) {
 // this query", which is what matters once the table is large.
 func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbox) (*CheckReport, error) {
 	r := &CheckReport{Outbox: name, Table: o.Table}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	var out *CheckReport
+	err := pg.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = checkTx(ctx, tx, r, name, o)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("check outbox %q: begin: %w", name, err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	return out, nil
+}
+
+func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *config.Outbox) (*CheckReport, error) {
 	cols, err := Introspect(ctx, tx, o.Table)
 	if errors.Is(err, ErrNoTable) {
 		r.add(false, "table "+o.Table, "does not exist (or this user may not see it)")
@@ -121,27 +130,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	}
 	r.add(true, "table "+o.Table, "exists")
 
-	ts := func(c Column) bool { return c.IsTimestamp() }
-	needs := []columnNeed{
-		{"id", o.ID, anyType, ""},
-		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
-	}
-	for _, l := range o.Labels {
-		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
-	}
-	for _, n := range []columnNeed{
-		{"status", o.Status, func(c Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
-		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
-		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
-		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},
-		{"claimed_at", o.ClaimedAt, ts, "timestamp or timestamptz"},
-		{"attempts", o.Attempts, func(c Column) bool { return c.IsInteger() }, "an integer type"},
-		{"last_error", o.LastError, anyType, ""},
-	} {
-		if n.column != "" {
-			needs = append(needs, n)
-		}
-	}
+	needs := columnNeeds(o)
 	needs = append(needs, orderNeeds(o)...)
 	for _, n := range needs {
 		n.check(r, cols)
@@ -155,6 +144,9 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	if err != nil {
 		r.add(false, "status values", "%v", err)
 		return r, nil
+	}
+	if err := timeZoneNotes(ctx, tx, r, spec); err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
 
 	idx, err := tableIndexes(ctx, tx, o.Table)
@@ -189,14 +181,45 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 			r.Statements = append(r.Statements, stmt)
 		}
 	}
-	if r.Notes, err = bloatNotes(ctx, tx, o.Table); err != nil {
+	if err := unclassifiedNotes(ctx, tx, r, spec, idx); err != nil {
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
+	notes, err := bloatNotes(ctx, tx, o.Table)
+	if err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
+	r.Notes = append(r.Notes, notes...)
 	r.OK = true
 	for _, it := range r.Items {
 		r.OK = r.OK && it.OK
 	}
 	return r, nil
+}
+
+// columnNeeds are the configured columns and the types they must have.
+func columnNeeds(o *config.Outbox) []columnNeed {
+	ts := func(c Column) bool { return c.IsTimestamp() }
+	needs := []columnNeed{
+		{"id", o.ID, anyType, ""},
+		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
+	}
+	for _, l := range o.Labels {
+		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
+	}
+	for _, n := range []columnNeed{
+		{"status", o.Status, func(c Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
+		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
+		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
+		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},
+		{"claimed_at", o.ClaimedAt, ts, "timestamp or timestamptz"},
+		{"attempts", o.Attempts, func(c Column) bool { return c.IsInteger() }, "an integer type"},
+		{"last_error", o.LastError, anyType, ""},
+	} {
+		if n.column != "" {
+			needs = append(needs, n)
+		}
+	}
+	return needs
 }
 
 // Bloated reports whether a partial index of size bytes holding about
@@ -259,19 +282,36 @@ func (s *Spec) plannedQueries() []plannedQuery {
 		{name: "state", sql: s.StateQuery(), index: "unpublished"},
 		{name: "oldest", sql: s.OldestQuery(), index: "unpublished", rule: planRule{ordered: true}},
 		{name: "stuck", sql: s.StuckQuery(), index: "unpublished", args: []any{10}},
+		{name: "pending (capped)", sql: s.PendingQuery(), index: "unpublished"},
 	}
-	if q := s.DeadQuery(); q != "" {
-		qs = append(qs, plannedQuery{name: "dead", sql: q, index: "dead"})
+	add := func(name, sql, index string, rule planRule, args ...any) {
+		if sql != "" {
+			qs = append(qs, plannedQuery{name: name, sql: sql, index: index, rule: rule, args: args})
+		}
 	}
-	if q := s.LeaseQuery(); q != "" {
-		qs = append(qs, plannedQuery{name: "lease", sql: q, index: "lease", args: []any{int64(0)}, rule: planRule{condOn: s.leaseColumn()}})
-	}
-	if q := s.PublishedQuery(); q != "" {
-		qs = append(qs, plannedQuery{name: "published", sql: q, index: "published_at", args: []any{int64(0)},
-			rule: planRule{condOn: s.O.PublishedAt}})
-	}
+	add("claimed (capped)", s.ClaimedQuery(), "lease", planRule{})
+	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), planRule{})
+	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), planRule{})
+	add("unknown (capped per label set)", s.UnknownCappedQuery(), "unknown", planRule{})
+	add("unknown (capped)", s.UnknownQuery(), "unknown", planRule{})
+	add("dead", s.DeadQuery(), "dead", planRule{})
+	add("dead (capped)", s.DeadCappedQuery(), "dead", planRule{})
+	add("unclassified", s.UnclassifiedQuery(), "unclassified", planRule{})
+	add("unclassified (capped)", s.UnclassifiedCappedQuery(), "unclassified", planRule{})
+	add("lease", s.LeaseQuery(), "lease", planRule{condOn: s.leaseColumn()}, int64(0))
+	add("live lease", s.LiveLeaseQuery(), "lease", planRule{condOn: s.leaseColumn()})
+	add("lease fate", s.LeaseFateQuery(), "id", planRule{}, []string{})
+	add("published", s.PublishedQuery(), "published_at", planRule{condOn: s.O.PublishedAt}, int64(0))
 	qs = append(qs, s.orderPlanned()...)
 	return qs
+}
+
+// claimedIndex is the index the per label set reads of claimed rows use.
+func claimedIndex(s *Spec) string {
+	if len(s.O.Labels) > 0 {
+		return "claimed_by_label"
+	}
+	return "lease"
 }
 
 // planNode is the part of EXPLAIN (FORMAT JSON) output check reads.
@@ -354,4 +394,77 @@ func judgePlan(p *planNode, relname string, indexes map[string]bool, rule planRu
 	}
 	sort.Strings(problems)
 	return strings.Join(dedupe(problems), "; ")
+}
+
+// timeZoneNotes says, for each configured `timestamp without time zone`
+// column, in which zone its values are read: time_zone, else the
+// session's TimeZone, which check reads from the server.
+func timeZoneNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *Spec) error {
+	o := s.O
+	var zoned []string
+	for _, c := range []string{o.CreatedAt, o.PublishedAt, o.DeadAt, o.LeaseUntil, o.ClaimedAt} {
+		if c != "" && s.zoned(c) && !slices.Contains(zoned, c) {
+			zoned = append(zoned, c)
+		}
+	}
+	if len(zoned) == 0 {
+		if o.TimeZone != "" {
+			r.Notes = append(r.Notes, fmt.Sprintf("time_zone %s has no effect: no configured column is timestamp without time zone", o.TimeZone))
+		}
+		return nil
+	}
+	if o.TimeZone != "" {
+		r.add(true, "time zone", "%s are timestamp without time zone, read as %s (time_zone)", strings.Join(zoned, ", "), o.TimeZone)
+		return nil
+	}
+	var server string
+	if err := tx.QueryRow(ctx, "SELECT current_setting('TimeZone')").Scan(&server); err != nil {
+		return fmt.Errorf("read TimeZone: %w", err)
+	}
+	r.add(true, "time zone", "%s are timestamp without time zone, read as the session's TimeZone %s; "+
+		"set time_zone if the writers store another zone (EF Core and Hibernate often write UTC)", strings.Join(zoned, ", "), server)
+	return nil
+}
+
+// unclassifiedNotes lists the status values check found that the config
+// names in no state, with their counts, read through the unclassified
+// index (never a scan of the table: without the index it says so).
+func unclassifiedNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *Spec, idx map[string]bool) error {
+	q := s.UnclassifiedStatusesQuery()
+	if q == "" {
+		return nil
+	}
+	if _, ok := idx[s.Indexes()["unclassified"].Name]; !ok {
+		r.Notes = append(r.Notes, "status values named in no state were not looked for: they are read through index "+
+			s.Indexes()["unclassified"].Name+", which does not exist yet")
+		return nil
+	}
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read unclassified statuses: %w", err)
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var st *string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return fmt.Errorf("read unclassified statuses: %w", err)
+		}
+		v := "NULL"
+		if st != nil {
+			v = strconv.Quote(strings.ToValidUTF8(*st, "\uFFFD"))
+		}
+		found = append(found, fmt.Sprintf("%s (%d rows)", v, n))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read unclassified statuses: %w", err)
+	}
+	if len(found) == 0 {
+		r.add(true, "status values", "every row's status is named in the config")
+		return nil
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("status values named in no state (counted as outbox_unclassified_events; among at most %d such rows): %s",
+		MaxUnclassifiedRows, strings.Join(found, ", ")))
+	return nil
 }

@@ -19,8 +19,8 @@ const (
 	ClassUnpublished Class = iota
 	ClassPublished
 	ClassDead
-	// ClassIgnored: a status listed nowhere in the configuration, which
-	// the collector counts in no state.
+	// ClassIgnored: a NULL status or one listed nowhere in the
+	// configuration; the collector counts it as outbox_unclassified_events.
 	ClassIgnored
 	numClasses
 )
@@ -30,42 +30,26 @@ type ClassValues [numClasses]int
 
 // ClassExpr is an SQL expression giving the class of a row of o by the
 // rules of Rules.Classify, as the value vals holds for it; q prefixes the
-// column names ("t." or ""). Status values are inlined as literals, typed
-// by the column as the collector's queries have them.
+// column names ("t." or ""). It is built from the same predicates as the
+// collector's queries (sqlRules). Status values are inlined as literals,
+// which the server types by the column.
 func ClassExpr(o *config.Outbox, q string, vals ClassValues) string {
 	v := func(c Class) string { return strconv.Itoa(vals[c]) }
-	in := func(list []string) string {
-		lits := make([]string, len(list))
-		for i, s := range list {
-			lits[i] = pg.Literal(s)
-		}
-		return q + pg.Ident(o.Status) + " IN (" + strings.Join(lits, ", ") + ")"
-	}
+	r := sqlRules{o: o, q: q, lit: pg.Literal}
 	var b strings.Builder
 	b.WriteString("CASE")
-	switch o.Style() {
-	case config.StyleStatus:
-		if len(o.Published) > 0 {
-			b.WriteString(" WHEN " + in(o.Published) + " THEN " + v(ClassPublished))
-		}
-		if len(o.Dead) > 0 {
-			b.WriteString(" WHEN " + in(o.Dead) + " THEN " + v(ClassDead))
-		}
-		if u := dedupe(o.Pending, o.InFlight, o.Unknown); len(u) > 0 {
-			b.WriteString(" WHEN " + in(u) + " THEN " + v(ClassUnpublished))
-		}
-		b.WriteString(" ELSE " + v(ClassIgnored) + " END")
-	case config.StyleTimestamps:
-		if o.PublishedAt != "" {
-			b.WriteString(" WHEN " + q + pg.Ident(o.PublishedAt) + " IS NOT NULL THEN " + v(ClassPublished))
-		}
-		if o.DeadAt != "" {
-			b.WriteString(" WHEN " + q + pg.Ident(o.DeadAt) + " IS NOT NULL THEN " + v(ClassDead))
-		}
-		b.WriteString(" ELSE " + v(ClassUnpublished) + " END")
-	default:
+	if p := r.published(); p != "" {
+		b.WriteString(" WHEN " + p + " THEN " + v(ClassPublished))
+	}
+	if p := r.dead(); p != "" {
+		b.WriteString(" WHEN " + p + " THEN " + v(ClassDead))
+	}
+	up := r.unpublished()
+	if up == "" {
 		return v(ClassUnpublished)
 	}
+	b.WriteString(" WHEN " + up + " THEN " + v(ClassUnpublished))
+	b.WriteString(" ELSE " + v(ClassIgnored) + " END")
 	return b.String()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +26,8 @@ var (
 	outboxPublishedHelp      = "Rows seen becoming published (published_at set) since the exporter started."
 	outboxPublishedLateHelp  = "Of the rows seen becoming published, those published after their deadline."
 	outboxPublishLatencyHelp = "published_at - created_at of the rows seen becoming published, in seconds."
-	outboxCappedHelp         = "1 when a count of this outbox exceeded max_count at the last collection: outbox_events, outbox_past_deadline_events, outbox_retried_events and outbox_unknown_result_events are then read from at most max_count rows, so they are lower bounds (the oldest ages stay exact). It keeps a collection cheap during a huge backlog."
+	outboxCappedHelp         = "1 when a count of this outbox exceeded max_count at the last collection: the counts are then lower bounds per label set and state, never 0 where a row exists (claimed rows and unknown results exact up to max_count; pending and dead rows up to max_count divided among the label sets), and the oldest ages stay exact. It keeps a collection cheap during a huge backlog."
+	outboxUnclassifiedHelp   = "Rows whose status is NULL or listed in no state of the configuration: counted nowhere else. A lower bound while outbox_events_capped is 1."
 
 	outboxLeaseExpDesc = prometheus.NewDesc("outbox_lease_expirations_total", outboxLeaseExpHelp, []string{"outbox"}, nil)
 	outboxLatencyDesc  = prometheus.NewDesc("outbox_publish_latency_seconds", outboxPublishLatencyHelp, []string{"outbox"}, nil)
@@ -42,13 +44,14 @@ var (
 		prometheus.NewDesc("outbox_unknown_result_events", outboxUnknownHelp, []string{"outbox"}, nil),
 		prometheus.NewDesc("outbox_published_events_total", outboxPublishedHelp, []string{"outbox"}, nil),
 		prometheus.NewDesc("outbox_published_late_events_total", outboxPublishedLateHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc("outbox_unclassified_events", outboxUnclassifiedHelp, []string{"outbox"}, nil),
 	}
 )
 
 // outboxDescs are the descriptors whose labels include an outbox's label
 // columns.
 type outboxDescs struct {
-	events, oldest, deadline, pastDeadline, retried, unknown, published, late *prometheus.Desc
+	events, oldest, deadline, pastDeadline, retried, unknown, published, late, unclassified *prometheus.Desc
 }
 
 func newOutboxDescs(labels []string) outboxDescs {
@@ -63,6 +66,7 @@ func newOutboxDescs(labels []string) outboxDescs {
 		unknown:      prometheus.NewDesc("outbox_unknown_result_events", outboxUnknownHelp, l, nil),
 		published:    prometheus.NewDesc("outbox_published_events_total", outboxPublishedHelp, l, nil),
 		late:         prometheus.NewDesc("outbox_published_late_events_total", outboxPublishedLateHelp, l, nil),
+		unclassified: prometheus.NewDesc("outbox_unclassified_events", outboxUnclassifiedHelp, l, nil),
 	}
 }
 
@@ -90,6 +94,19 @@ func NewCollector(name string, o *config.Outbox, pool *pgxpool.Pool, logger *slo
 	}
 	return &Collector{name: name, o: o, pool: pool, logger: logger,
 		sampler: NewSampler(name, o), descs: newOutboxDescs(labels), order: newOrderDescs(o)}
+}
+
+// KeepState makes c continue prev's counters and watermarks (a reload)
+// when both sample the same outbox with the same configuration; the
+// caller also compares the database's configuration. It reports whether
+// it did. A changed outbox starts fresh: its rows, states or labels may
+// mean something else now.
+func (c *Collector) KeepState(prev *Collector) bool {
+	if prev == nil || prev.name != c.name || !reflect.DeepEqual(prev.o, c.o) {
+		return false
+	}
+	c.sampler = prev.sampler
+	return true
 }
 
 // Name implements Collector.
@@ -143,6 +160,9 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		gauge(d.pastDeadline, s.PastDeadline, l...)
 		gauge(d.retried, s.Retried, l...)
 		gauge(d.unknown, s.Unknown, l...)
+		if c.o.Style() == config.StyleStatus {
+			gauge(d.unclassified, s.Unclassified, l...)
+		}
 		if c.o.PublishedAt != "" {
 			counter(d.published, float64(s.Published), l...)
 			counter(d.late, float64(s.PublishedLate), l...)

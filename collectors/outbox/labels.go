@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -37,12 +38,24 @@ type Candidate struct {
 type LabelCap struct {
 	Max      int
 	admitted map[string]time.Time
+	// pinned values always have their own series and take no slot: the
+	// values named under deadlines, so that an override never folds into
+	// Other and loses its deadline (issue 14, item 1). They are a list in
+	// the config, so they stay bounded.
+	pinned map[string]bool
 }
 
-// NewLabelCap returns a cap of max values.
-func NewLabelCap(max int) *LabelCap {
-	return &LabelCap{Max: max, admitted: map[string]time.Time{}}
+// NewLabelCap returns a cap of max values, plus the pinned ones.
+func NewLabelCap(max int, pinned ...string) *LabelCap {
+	c := &LabelCap{Max: max, admitted: map[string]time.Time{}, pinned: map[string]bool{}}
+	for _, p := range pinned {
+		c.pinned[p] = true
+	}
+	return c
 }
+
+// Pinned reports whether v is pinned.
+func (c *LabelCap) Pinned(v string) bool { return c.pinned[v] }
 
 // Admit records the values seen at now, frees the slots of values not
 // seen for ForgetAfter, and admits new values while slots are free.
@@ -55,6 +68,9 @@ func (c *LabelCap) Admit(cands []Candidate, now time.Time) {
 	var fresh []Candidate
 	merged := map[string]int{}
 	for _, cand := range cands {
+		if c.pinned[cand.Value] {
+			continue
+		}
 		if _, ok := c.admitted[cand.Value]; ok {
 			c.admitted[cand.Value] = now
 			continue
@@ -89,7 +105,7 @@ func (c *LabelCap) Admit(cands []Candidate, now time.Time) {
 
 // Fold returns v if it has its own series, else Other.
 func (c *LabelCap) Fold(v string) string {
-	if _, ok := c.admitted[v]; ok {
+	if _, ok := c.admitted[v]; ok || c.pinned[v] {
 		return v
 	}
 	return Other
@@ -97,3 +113,85 @@ func (c *LabelCap) Fold(v string) string {
 
 // Len is the number of admitted values.
 func (c *LabelCap) Len() int { return len(c.admitted) }
+
+// SeriesCap bounds the number of series of an outbox, not only the
+// values of each label column: three columns of 100 values each would
+// otherwise allow a million series (issue 14, item 8). Each column keeps
+// its own LabelCap; then at most max combinations of the folded values
+// keep their own series, and every other combination folds into
+// (first value if pinned else Other, Other, ...). So an outbox has at most
+// max + pinned + 1 series, and a first-label value with a deadline
+// override keeps its value, hence its deadline, even when folded.
+type SeriesCap struct {
+	cols   []*LabelCap
+	tuples *LabelCap // nil with fewer than two labels
+}
+
+// NewSeriesCap returns the cap of an outbox with n label columns; pinned
+// are the first column's values that keep their own series.
+func NewSeriesCap(n, max int, pinned []string) *SeriesCap {
+	c := &SeriesCap{}
+	for i := 0; i < n; i++ {
+		if i == 0 {
+			c.cols = append(c.cols, NewLabelCap(max, pinned...))
+		} else {
+			c.cols = append(c.cols, NewLabelCap(max))
+		}
+	}
+	if n > 1 {
+		c.tuples = NewLabelCap(max)
+	}
+	return c
+}
+
+// Combo is one combination of label values seen in a sample, ranked like
+// a Candidate.
+type Combo struct {
+	Values    []string
+	Rows      int64
+	OldestAge float64
+}
+
+// Admit admits column values, then combinations, from what a sample saw.
+func (c *SeriesCap) Admit(combos []Combo, now time.Time) {
+	for i, lc := range c.cols {
+		cands := make([]Candidate, len(combos))
+		for j, x := range combos {
+			cands[j] = Candidate{Value: x.Values[i], Rows: x.Rows, OldestAge: x.OldestAge}
+		}
+		lc.Admit(cands, now)
+	}
+	if c.tuples == nil {
+		return
+	}
+	cands := make([]Candidate, len(combos))
+	for j, x := range combos {
+		cands[j] = Candidate{Value: joinLabels(c.foldColumns(x.Values)), Rows: x.Rows, OldestAge: x.OldestAge}
+	}
+	c.tuples.Admit(cands, now)
+}
+
+func (c *SeriesCap) foldColumns(vals []string) []string {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = c.cols[i].Fold(v)
+	}
+	return out
+}
+
+// Fold returns the series label values of a combination.
+func (c *SeriesCap) Fold(vals []string) []string {
+	out := c.foldColumns(vals)
+	if c.tuples == nil || c.tuples.Fold(joinLabels(out)) != Other {
+		return out
+	}
+	for i := range out {
+		if i > 0 || !c.cols[0].Pinned(vals[0]) {
+			out[i] = Other
+		}
+	}
+	return out
+}
+
+// joinLabels is the key of a combination of label values.
+func joinLabels(vals []string) string { return strings.Join(vals, "\xff") }

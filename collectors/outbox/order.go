@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // Per-aggregate order (seed 000, section four: E9 and E10 of one
@@ -89,17 +88,10 @@ func OrderEnabled(o *config.Outbox) bool {
 }
 
 // publishedPredicate is the condition of published rows, columns
-// qualified with q: a published status, or published_at set.
+// qualified with q (predicates.go's one copy of the rules); FALSE where no
+// row is ever seen published.
 func (s *Spec) publishedPredicate(q string) string {
-	o := s.O
-	if o.Style() == config.StyleStatus && len(o.Published) > 0 {
-		return q + pg.Ident(o.Status) + " IN (" + s.statusList(o.Published) + ")"
-	}
-	if o.PublishedAt != "" {
-		p := q + pg.Ident(o.PublishedAt) + " IS NOT NULL"
-		if o.Style() == config.StyleStatus && len(o.Dead) > 0 {
-			p += " AND " + q + pg.Ident(o.Status) + " NOT IN (" + s.statusList(o.Dead) + ")"
-		}
+	if p := s.rules(q).published(); p != "" {
 		return p
 	}
 	return "FALSE"
@@ -127,7 +119,7 @@ func (s *Spec) OrderIndexes() map[string]Index {
 	return map[string]Index{
 		"aggregate": {Name: IndexName(s.Name, "aggregate"), Columns: cols, Where: s.publishedPredicate(""),
 			For: "the out-of-order probe of each unpublished row"},
-		"aggregate_unpublished": {Name: IndexName(s.Name, "aggregate_unpublished"), Columns: cols, Where: s.unpublished(""),
+		"aggregate_unpublished": {Name: IndexName(s.Name, "aggregate_unpublished"), Columns: cols, Where: s.rules("").unpublished(),
 			For: "the out-of-order probe of each newly published row and the recount of overtaken aggregates"},
 	}
 }
@@ -196,7 +188,7 @@ func (s *Spec) stuckOrderQuery() string {
 	sel := []string{col(o.ID) + "::text"}
 	sel = append(sel, s.factExprs()...)
 	sel = append(sel, s.labelExprs()...)
-	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+ts(o.CreatedAt)+")::float8, 0), 0)")
+	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
 	if o.Attempts != "" {
 		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
 	} else {

@@ -55,7 +55,7 @@ func (s *Spec) overtakes() []string {
 	// to the probed row u.
 	probe := fmt.Sprintf(`SELECT 1 FROM %s u WHERE %s`, s.table, s.where(
 		"u."+pg.Ident(o.Aggregate)+" = "+col(o.Aggregate), "u."+pg.Ident(o.Sequence)+" < "+col(o.Sequence),
-		s.unpublished("u.")))
+		s.rules("u.").unpublished()))
 	return []string{"CASE WHEN EXISTS (" + probe + ") THEN " + col(o.Aggregate) + "::text END",
 		"coalesce(" + col(o.Sequence) + "::text, '')"}
 }

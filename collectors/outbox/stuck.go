@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // LastErrorChars is how many characters of last_error a stuck row shows.
@@ -57,11 +58,19 @@ func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	if limit > MaxStuckRows {
 		limit = MaxStuckRows
 	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	var out []StuckRow
+	err := pg.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = stuckTx(ctx, tx, name, o, limit)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("stuck rows of outbox %q: begin: %w", name, err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	return out, nil
+}
+
+func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limit int) ([]StuckRow, error) {
 	cols, err := Introspect(ctx, tx, o.Table)
 	if err != nil {
 		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)

@@ -27,8 +27,9 @@ type PublishedRow struct {
 	Labels []string
 	// PublishedAt is published_at in microseconds since the Unix epoch.
 	PublishedAt int64
-	// Latency is published_at - created_at in seconds.
-	Latency float64
+	// Latency is published_at - created_at in seconds; nil when
+	// created_at is NULL (such a row has no latency, not a latency of 0).
+	Latency *float64
 	// NoReceipt: the receipt column is NULL or empty (receipt.go).
 	NoReceipt bool
 	// Overtakes is the row's aggregate when an unpublished row of it has

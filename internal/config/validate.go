@@ -249,8 +249,14 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 		if len(o.Pending) == 0 {
 			v.fail(p+".pending", "is required with status: the status values of rows not yet claimed")
 		}
-		if len(o.Published) == 0 && o.PublishedAt == "" {
-			v.fail(p+".published", "is required with status: the status values of published rows")
+		if len(o.Published) == 0 {
+			// With a status column the status decides; published_at alone
+			// would leave published rows in no state (issue 14, item 5).
+			msg := "is required with status: the status values of published rows"
+			if o.PublishedAt != "" {
+				msg += " (with a status column the status decides whether a row is published; published_at only times it)"
+			}
+			v.fail(p+".published", "%s", msg)
 		}
 		seen := map[string]string{}
 		for _, set := range []struct {
@@ -308,6 +314,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if o.SLOObjective <= 0 || o.SLOObjective >= 1 {
 		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
 	}
+	v.outboxTimeZone(p, o)
 	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
 		if pr.sql == "" {
 			continue

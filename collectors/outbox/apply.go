@@ -1,0 +1,198 @@
+package outbox
+
+import (
+	"sort"
+	"time"
+)
+
+// apply decides from what fetch read and advances the sampler's state.
+func (s *Sampler) apply(r *read) *Snapshot {
+	o := s.o
+	now := time.UnixMicro(r.now)
+	snap := &Snapshot{Capped: r.capped}
+
+	marks := make([]Mark, len(r.published))
+	for i, p := range r.published {
+		marks[i] = Mark{Key: p.ID, At: p.PublishedAt}
+	}
+	var fresh []PublishedRow
+	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= MaxPublishedRows) {
+		fresh = append(fresh, r.published[i])
+	}
+	if s.spec.leaseColumn() != "" {
+		s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= MaxPublishedRows)))
+		s.leases += uint64(s.live.judge(r.now, r.live, r.leases, r.fates, o.LeaseUntil != ""))
+	}
+
+	s.admit(r, fresh, now)
+	gauges := s.gauges(r)
+	for key, g := range gauges {
+		s.tuple(key, g.Labels).seen = now
+	}
+	if len(o.Labels) == 0 {
+		s.tuple("", nil).seen = now
+	}
+	for _, p := range fresh {
+		folded := s.cap.Fold(p.Labels)
+		t := s.tuple(joinLabels(folded), folded)
+		t.seen = now
+		t.published++
+		if p.NoReceipt {
+			t.noReceipt++
+		}
+		// A row with a NULL created_at has no latency: it is counted as
+		// published, never late, and stays out of the histogram.
+		if p.Latency == nil {
+			continue
+		}
+		lat := max(*p.Latency, 0)
+		if Late(time.Duration(lat*float64(time.Second)), Deadline(o, folded)) {
+			t.late++
+		}
+		s.hist.Observe(lat)
+	}
+	for key, t := range s.tuples {
+		if now.Sub(t.seen) > ForgetAfter {
+			delete(s.tuples, key)
+		}
+	}
+	keys := make([]string, 0, len(s.tuples))
+	for k := range s.tuples {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t := s.tuples[k]
+		x := Series{Labels: t.labels}
+		if g, ok := gauges[k]; ok {
+			x = *g
+		}
+		x.Published, x.PublishedLate, x.NoReceipt = t.published, t.late, t.noReceipt
+		x.Deadline = Deadline(o, t.labels).Seconds()
+		snap.Series = append(snap.Series, x)
+	}
+	if len(snap.Series) == 0 {
+		// Nothing seen yet: one series of empty label values, so that the
+		// gauges read 0 rather than being absent.
+		labels := make([]string, len(o.Labels))
+		snap.Series = append(snap.Series, Series{Labels: labels, Deadline: o.Deadline.Seconds()})
+	}
+	snap.LeaseExpirations = s.leases
+	snap.LatencyBuckets = s.hist.Buckets()
+	snap.LatencyCount = s.hist.Count
+	snap.LatencySum = s.hist.Sum
+	return snap
+}
+
+// admit admits label values and combinations, ranked by what this sample
+// saw.
+func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
+	if len(s.o.Labels) == 0 {
+		return
+	}
+	var combos []Combo
+	for _, g := range r.groups {
+		combos = append(combos, Combo{Values: g.labels, Rows: g.rows, OldestAge: g.age})
+	}
+	for _, gs := range [][]group{r.dead, r.unclassified} {
+		for _, g := range gs {
+			combos = append(combos, Combo{Values: g.labels, Rows: g.rows})
+		}
+	}
+	for _, x := range r.oldest {
+		combos = append(combos, Combo{Values: x.labels, OldestAge: x.age})
+	}
+	for _, p := range fresh {
+		combos = append(combos, Combo{Values: p.Labels, Rows: 1})
+	}
+	s.cap.Admit(combos, now)
+}
+
+// gauges folds what the sample read into series, keyed by their labels.
+// Each series is judged against its own deadline (that of its folded
+// first label), the one outbox_deadline_seconds shows for it.
+func (s *Sampler) gauges(r *read) map[string]*Series {
+	rules := s.spec.Rules
+	gauges := map[string]*Series{}
+	at := func(vals []string) *Series {
+		folded := s.cap.Fold(vals)
+		key := joinLabels(folded)
+		g, ok := gauges[key]
+		if !ok {
+			g = &Series{Labels: folded}
+			gauges[key] = g
+		}
+		return g
+	}
+	for _, g := range r.groups {
+		st := rules.Classify(g.facts)
+		if st == Ignored || st == Published || st == Dead {
+			continue
+		}
+		x := at(g.labels)
+		if g.part == partUnknown {
+			// Read only for the unknown results of unclaimed rows; the
+			// rows themselves are counted by the pending read.
+			if rules.Unknown(st, g.facts) {
+				x.Unknown += float64(g.rows)
+			}
+			continue
+		}
+		x.Events[stateIndex(st)] += float64(g.rows)
+		x.PastDeadline += float64(g.late[s.spec.lateColumn(Deadline(s.o, x.Labels))])
+		if g.facts.Attempted {
+			x.Retried += float64(g.rows)
+		}
+		if (g.part == partAll || g.part == partClaimed) && rules.Unknown(st, g.facts) {
+			x.Unknown += float64(g.rows)
+		}
+		if g.age > x.OldestAge {
+			x.OldestAge = g.age
+		}
+	}
+	for _, x := range r.oldest {
+		g := at(x.labels)
+		if x.age > g.OldestAge {
+			g.OldestAge = x.age
+		}
+	}
+	if r.capped {
+		// The oldest age is exact: a series whose oldest row is past its
+		// deadline has at least that one row past it, whichever rows the
+		// capped reads reached.
+		for _, g := range gauges {
+			if g.OldestAge > Deadline(s.o, g.Labels).Seconds() && g.PastDeadline < 1 {
+				g.PastDeadline = 1
+			}
+		}
+	}
+	for _, g := range r.dead {
+		at(g.labels).Events[stateIndex(Dead)] += float64(g.rows)
+	}
+	for _, g := range r.unclassified {
+		at(g.labels).Unclassified += float64(g.rows)
+	}
+	s.applyOrder(r, at)
+	return gauges
+}
+
+func (s *Sampler) tuple(key string, labels []string) *tupleState {
+	t, ok := s.tuples[key]
+	if !ok {
+		if labels == nil {
+			labels = []string{}
+		}
+		t = &tupleState{labels: labels}
+		s.tuples[key] = t
+	}
+	return t
+}
+
+func stateIndex(st State) int {
+	for i, g := range GaugeStates {
+		if g == st {
+			return i
+		}
+	}
+	return 0
+}

@@ -1,0 +1,143 @@
+package outbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// Index is an index a query needs.
+type Index struct {
+	Name    string
+	Columns []string
+	Include []string
+	Where   string
+	// For names the queries the index serves.
+	For string
+}
+
+// SQL is the statement that creates the index without blocking writes.
+func (ix Index) SQL(table string) string {
+	cols := make([]string, len(ix.Columns))
+	for i, c := range ix.Columns {
+		cols[i] = pg.Ident(c)
+	}
+	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s)",
+		pg.Ident(ix.Name), pg.Table(table), strings.Join(cols, ", "))
+	if len(ix.Include) > 0 {
+		inc := make([]string, len(ix.Include))
+		for i, c := range ix.Include {
+			inc[i] = pg.Ident(c)
+		}
+		stmt += " INCLUDE (" + strings.Join(inc, ", ") + ")"
+	}
+	if ix.Where != "" {
+		stmt += " WHERE " + ix.Where
+	}
+	return stmt + ";"
+}
+
+// IndexName is a stable index name, outbox_exporter_<outbox>_<suffix>,
+// shortened with a hash when it would pass PostgreSQL's 63 bytes.
+func IndexName(outbox, suffix string) string {
+	n := "outbox_exporter_" + outbox + "_" + suffix
+	if len(n) <= 63 {
+		return n
+	}
+	h := sha256.Sum256([]byte(n))
+	tail := "_" + hex.EncodeToString(h[:4]) + "_" + suffix
+	return n[:63-len(tail)] + tail
+}
+
+// Indexes are the indexes the outbox's queries need:
+//
+//   - unpublished: (labels..., created_at) over unpublished rows, with the
+//     columns the state query reads included, so that the state query
+//     is an index-only scan of the unpublished rows and the skip-scans
+//     find each label combination's oldest rows directly;
+//   - dead: (labels...) over dead rows;
+//   - lease: (lease_until or claimed_at) over claimed unpublished rows, so
+//     the expired and live leases are range reads and the claimed rows are
+//     counted exactly while the pending ones are capped; "claimed" on
+//     created_at when rows are claimed without a lease to judge;
+//   - unknown: over unclaimed unpublished rows whose result is unknown by
+//     a pending status or unknown_when, counted exactly while capped;
+//   - unclassified: over rows with a NULL status or one listed nowhere;
+//   - published_at: for the published counters' watermark;
+//   - id: the lease fate lookup (usually the primary key serves it).
+func (s *Spec) Indexes() map[string]Index {
+	o := s.O
+	out := map[string]Index{}
+	var labels []string
+	for _, l := range o.Labels {
+		labels = append(labels, l.Column)
+	}
+	cc := claimColumn(o)
+	include := func(key []string, cols ...string) []string {
+		var inc []string
+		for _, c := range cols {
+			if c != "" && !slices.Contains(key, c) && !slices.Contains(inc, c) {
+				inc = append(inc, c)
+			}
+		}
+		return inc
+	}
+	r := s.rules("")
+	up := r.unpublished()
+	ukey := append(append([]string{}, labels...), o.CreatedAt)
+	out["unpublished"] = Index{Name: IndexName(s.Name, "unpublished"), Columns: ukey,
+		Include: include(ukey, append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...), Where: up,
+		For: "the state, oldest-row and stuck-row queries"}
+	if dp := r.dead(); dp != "" {
+		cols := labels
+		if len(cols) == 0 {
+			cols = []string{o.CreatedAt}
+		}
+		out["dead"] = Index{Name: IndexName(s.Name, "dead"), Columns: cols, Where: dp, For: "the dead-row count"}
+	}
+	if cl := r.claimed(); cl != "" {
+		// Only claimed rows: the index stays small, and its predicate is
+		// not implied by the state query's, so the planner cannot pick it
+		// there instead of the covering unpublished index.
+		name, key, usage := "claimed", []string{o.CreatedAt}, "the claimed-row count"
+		if lc := s.leaseColumn(); lc != "" {
+			name, key, usage = "lease", []string{lc}, "the expired-lease and live-lease queries and the claimed-row count"
+		}
+		cols := append([]string{o.ID, o.Status, cc, o.Attempts, o.CreatedAt}, labels...)
+		out["lease"] = Index{Name: IndexName(s.Name, name), Columns: key, Include: include(key, cols...),
+			Where: and(up, cl), For: usage}
+	}
+	if cl := r.claimed(); cl != "" && len(labels) > 0 {
+		key := append(append([]string{}, labels...), s.claimedOrder())
+		out["claimed_by_label"] = Index{Name: IndexName(s.Name, "claimed_by_label"), Columns: key,
+			Include: include(key, o.Status, cc, o.Attempts, o.CreatedAt), Where: and(up, cl),
+			For: "the claimed rows per label set while more than max_count are claimed"}
+	}
+	if uk := s.unknownPredicate(""); uk != "" {
+		key := append(append([]string{}, labels...), o.CreatedAt)
+		out["unknown"] = Index{Name: IndexName(s.Name, "unknown"), Columns: key,
+			Include: include(key, o.Status, cc, o.Attempts), Where: and(up, not(r.claimed()), uk),
+			For: "the unknown results of unclaimed rows while capped"}
+	}
+	if uc := r.unclassified(); uc != "" {
+		cols := labels
+		if len(cols) == 0 {
+			cols = []string{o.CreatedAt}
+		}
+		out["unclassified"] = Index{Name: IndexName(s.Name, "unclassified"), Columns: cols, Include: include(cols, o.Status),
+			Where: uc, For: "the unclassified-row count and check's list of unnamed statuses"}
+	}
+	if o.PublishedAt != "" {
+		out["published_at"] = Index{Name: IndexName(s.Name, "published_at"), Columns: []string{o.PublishedAt},
+			For: "the published counters' watermark"}
+	}
+	if s.leaseColumn() != "" {
+		out["id"] = Index{Name: IndexName(s.Name, "id"), Columns: []string{o.ID},
+			For: "looking up what became of the leases seen live at the last sample"}
+	}
+	return out
+}

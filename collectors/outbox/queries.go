@@ -1,0 +1,488 @@
+package outbox
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+)
+
+// stateShape is the SELECT of the state-shaped queries: inner passes the
+// columns a row's facts are decided from on (an index-only scan of the
+// unpublished index when it includes them); outer folds them into
+// status, one small integer of fact bits and the label values, and
+// aggregates count, oldest age and one past-deadline count per distinct
+// deadline.
+type stateShape struct {
+	inner, outer, group, aggs []string
+}
+
+// Bits of the facts column of the state-shaped queries.
+const (
+	factClaim = 1 << iota
+	factLeasePassed
+	factAttempted
+	factUnknownWhen
+)
+
+// FactsFromBits decodes the facts column of the state query.
+func FactsFromBits(status string, bits int32) Facts {
+	return Facts{Status: status, ClaimSet: bits&factClaim != 0, LeasePassed: bits&factLeasePassed != 0,
+		Attempted: bits&factAttempted != 0, UnknownWhen: bits&factUnknownWhen != 0}
+}
+
+func (s *Spec) stateShape() stateShape {
+	o := s.O
+	var sh stateShape
+	add := func(expr, alias string) { sh.inner = append(sh.inner, expr+" AS "+alias) }
+	st := "''::text"
+	if o.Status != "" {
+		add(col(o.Status), "st")
+		st = "s.st::text"
+	}
+	// (SELECT ...) around now() is an InitPlan: computed once, not per row.
+	var bits []string
+	claimed := strconv.Itoa(factClaim)
+	passed := strconv.Itoa(factClaim | factLeasePassed)
+	if cc := claimColumn(o); cc != "" {
+		add(col(cc), "cl")
+		if s.leaseColumn() != "" {
+			bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 WHEN "+s.leasePassedInit("s.cl")+" THEN "+passed+" ELSE "+claimed+" END")
+		} else {
+			bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 ELSE "+claimed+" END")
+		}
+	}
+	if o.Attempts != "" {
+		add(col(o.Attempts), "at")
+		bits = append(bits, fmt.Sprintf("CASE WHEN s.at > 0 THEN %d ELSE 0 END", factAttempted))
+	}
+	if o.UnknownWhen != "" {
+		add("coalesce(("+o.UnknownWhen+"), false)", "uw")
+		bits = append(bits, fmt.Sprintf("CASE WHEN s.uw THEN %d ELSE 0 END", factUnknownWhen))
+	}
+	f := "0"
+	if len(bits) > 0 {
+		f = strings.Join(bits, " + ")
+	}
+	sh.outer = []string{st, "(" + f + ")::int4"}
+	for i, l := range o.Labels {
+		a := "l" + strconv.Itoa(i)
+		add(col(l.Column), a)
+		sh.outer = append(sh.outer, "s."+a+"::text")
+	}
+	add(col(o.CreatedAt), "cr")
+	for i := range sh.outer {
+		sh.group = append(sh.group, strconv.Itoa(i+1))
+	}
+	sh.aggs = []string{"count(*)::int8",
+		"extract(epoch from now() - " + s.tz(o.CreatedAt, "min(s.cr)") + ")::float8"}
+	// One past-deadline count per distinct deadline, each a plain
+	// comparison with the column's own type; the group's labels pick one.
+	for _, d := range s.Deadlines() {
+		sh.aggs = append(sh.aggs, "(count(*) FILTER (WHERE s.cr < (SELECT "+s.bound(o.CreatedAt, "now() - "+interval(d))+")))::int8")
+	}
+	return sh
+}
+
+// leasePassedInit is leasePassed with now() computed once per query.
+func (s *Spec) leasePassedInit(v string) string {
+	if s.O.LeaseUntil != "" {
+		return v + " < (SELECT " + s.bound(s.leaseColumn(), "now()") + ")"
+	}
+	return v + " < (SELECT " + s.bound(s.leaseColumn(), "now() - "+interval(s.O.LeaseTTL)) + ")"
+}
+
+// aggregate is the state-shaped aggregate over the rows of from, a
+// subquery whose columns are sh.inner's aliases.
+func (sh stateShape) aggregate(from string) string {
+	return fmt.Sprintf("SELECT %s, %s\nFROM (%s) s\nGROUP BY %s", strings.Join(sh.outer, ", "),
+		strings.Join(sh.aggs, ", "), from, strings.Join(sh.group, ", "))
+}
+
+// StateQuery aggregates the unpublished rows by status, facts and label
+// values: count, age of the oldest, count past each deadline. It reads
+// at most MaxCount+1 rows (a LIMIT subquery), so that a huge backlog
+// costs no more than MaxCount rows; a total above MaxCount means capped,
+// and the sample reads the capped queries instead of trusting it.
+//
+// Columns: status, facts bits, labels..., rows, oldest age seconds, past
+// deadline rows for each of Deadlines.
+func (s *Spec) StateQuery() string {
+	sh := s.stateShape()
+	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
+		strings.Join(sh.inner, ", "), s.table, s.where(s.UnpublishedPredicate()), s.O.MaxCount+1))
+}
+
+// ClaimedQuery is the state query over the claimed unpublished rows only,
+// through the lease (or claimed) index: in_flight and lease_expired rows
+// and their unknown results stay exact while the pending rows are capped,
+// unless more than MaxCount rows are claimed. "" when no row is ever
+// claimed.
+func (s *Spec) ClaimedQuery() string {
+	cl := s.ClaimedPredicate()
+	if cl == "" {
+		return ""
+	}
+	sh := s.stateShape()
+	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
+		strings.Join(sh.inner, ", "), s.table, s.where(s.UnpublishedPredicate(), cl), s.O.MaxCount+1))
+}
+
+// UnknownQuery is the state query over the unclaimed unpublished rows
+// whose result is unknown (a status listed under pending and unknown, or
+// unknown_when), through the unknown index, at most MaxCount+1 rows;
+// while capped, only its unknown results are used. "" when an unclaimed
+// row never has an unknown result.
+func (s *Spec) UnknownQuery() string {
+	up := s.unknownPredicate("t.")
+	if up == "" {
+		return ""
+	}
+	sh := s.stateShape()
+	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
+		strings.Join(sh.inner, ", "), s.table, s.where(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), s.O.MaxCount+1))
+}
+
+// PendingQuery is the state query over the unclaimed unpublished rows
+// while capped: the oldest k of each label combination, where the
+// combinations come from the skip-scan (at most MaxOldestTuples) and k is
+// MaxCount divided among them, at least 1. So every combination that has
+// a pending row reads at least one, and its rows past their deadline
+// (the oldest ones) are exact up to k. Rows with a NULL label are read
+// apart, k of them in no particular order.
+func (s *Spec) PendingQuery() string {
+	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""}, 1)
+}
+
+// shares are the CTEs g (the combinations, at most MaxOldestTuples) and
+// k (MaxCount divided among them and among the reads sharing it, at
+// least 1) following a skip-scan r.
+func (s *Spec) shares(reads int) string {
+	return fmt.Sprintf(`,
+g AS (SELECT * FROM r LIMIT %d),
+k AS (SELECT greatest(1, %d / greatest(count(*) * %d, 1))::int8 AS k FROM g)`, MaxOldestTuples, s.O.MaxCount, max(reads, 1))
+}
+
+// Deadlines are the distinct deadlines of the outbox, shortest first: the
+// past-deadline columns of the state query.
+func (s *Spec) Deadlines() []time.Duration {
+	ds := []time.Duration{s.O.Deadline}
+	for _, d := range s.O.Deadlines {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	out := ds[:1]
+	for _, d := range ds[1:] {
+		if d != out[len(out)-1] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// lateColumn is the index, among Deadlines, of deadline d.
+func (s *Spec) lateColumn(d time.Duration) int {
+	for i, x := range s.Deadlines() {
+		if x == d {
+			return i
+		}
+	}
+	return 0
+}
+
+// DeadQuery counts dead rows by label values, at most MaxCount+1 of them.
+// "" when the outbox has no dead rows. Columns: labels..., rows.
+func (s *Spec) DeadQuery() string { return s.countByLabels(s.DeadPredicate()) }
+
+// UnclassifiedQuery counts the rows in no state (a NULL status or one
+// listed nowhere) by label values, at most MaxCount+1, through the
+// unclassified index. "" when every row has a state. Columns: labels...,
+// rows.
+func (s *Spec) UnclassifiedQuery() string { return s.countByLabels(s.UnclassifiedPredicate()) }
+
+func (s *Spec) countByLabels(pred string) string {
+	if pred == "" {
+		return ""
+	}
+	labels := s.labelExprs()
+	if len(labels) == 0 {
+		return fmt.Sprintf(`SELECT count(*)::int8 FROM (SELECT 1 FROM %s t WHERE %s LIMIT %d) s`,
+			s.table, s.where(pred), s.O.MaxCount+1)
+	}
+	inner := make([]string, len(labels))
+	outer := make([]string, len(labels))
+	group := make([]string, len(labels))
+	for i, l := range labels {
+		inner[i] = l + " AS c" + strconv.Itoa(i)
+		outer[i] = "c" + strconv.Itoa(i)
+		group[i] = strconv.Itoa(i + 1)
+	}
+	return fmt.Sprintf(`SELECT %s, count(*)::int8 FROM (SELECT %s FROM %s t WHERE %s LIMIT %d) s GROUP BY %s`,
+		strings.Join(outer, ", "), strings.Join(inner, ", "), s.table, s.where(pred), s.O.MaxCount+1,
+		strings.Join(group, ", "))
+}
+
+// DeadCappedQuery counts dead rows per label combination while the dead
+// count is capped: up to k rows of each combination the skip-scan of the
+// dead index finds (k is MaxCount divided among them, at least 1), so no
+// combination with a dead row reads 0; rows with a NULL label are counted
+// apart, up to k. "" without labels or dead rows. Columns: labels...,
+// rows.
+func (s *Spec) DeadCappedQuery() string { return s.countCappedByLabels(s.DeadPredicate()) }
+
+// UnclassifiedCappedQuery is DeadCappedQuery for the rows in no state,
+// through the unclassified index.
+func (s *Spec) UnclassifiedCappedQuery() string {
+	return s.countCappedByLabels(s.UnclassifiedPredicate())
+}
+
+func (s *Spec) countCappedByLabels(dp string) string {
+	if dp == "" || len(s.O.Labels) == 0 {
+		return ""
+	}
+	var eq, isNull, outs, gl []string
+	for i, l := range s.O.Labels {
+		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
+		isNull = append(isNull, col(l.Column)+" IS NULL")
+		outs = append(outs, "c"+strconv.Itoa(i))
+		gl = append(gl, "g.l"+strconv.Itoa(i)+"::text")
+	}
+	q := s.skipScan(dp, "") + s.shares(1) + fmt.Sprintf(`
+SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM %s t WHERE %s LIMIT (SELECT k FROM k)) z)::int8 FROM g`,
+		strings.Join(gl, ", "), s.table, s.where(append([]string{dp}, eq...)...))
+	if !s.labelsNotNull {
+		q += fmt.Sprintf(`
+UNION ALL
+SELECT %s, count(*)::int8 FROM (SELECT %s FROM %s t WHERE %s LIMIT (SELECT k FROM k)) z GROUP BY %s`,
+			strings.Join(outs, ", "), aliasList(s.labelExprs(), "c"), s.table,
+			s.where(dp, "("+strings.Join(isNull, " OR ")+")"), strings.Join(outs, ", "))
+	}
+	return q
+}
+
+func aliasList(exprs []string, prefix string) string {
+	out := make([]string, len(exprs))
+	for i, e := range exprs {
+		out[i] = e + " AS " + prefix + strconv.Itoa(i)
+	}
+	return strings.Join(out, ", ")
+}
+
+// MaxOldestTuples bounds the label combinations the skip-scans visit.
+const MaxOldestTuples = 10000
+
+// OldestQuery finds the age of the oldest unpublished row per label
+// combination exactly, whatever the backlog: a recursive skip-scan that
+// takes one row per combination from an index on (labels..., created_at),
+// instead of reading every row. Without labels it is a min() that an
+// index on created_at answers from its first entry. It is used when the
+// state query was capped.
+//
+// Combinations with a NULL label value are not visited by the skip-scan
+// (a row comparison with NULL is not true); their age comes from the
+// capped reads only.
+//
+// Columns: labels..., oldest age seconds.
+func (s *Spec) OldestQuery() string {
+	up := s.UnpublishedPredicate()
+	labels := s.O.Labels
+	if len(labels) == 0 {
+		// min() of the column itself, converted afterwards: a conversion
+		// inside min() defeats the index (item 6).
+		return fmt.Sprintf(`SELECT coalesce(extract(epoch from now() - %s)::float8, 0) FROM %s t WHERE %s`,
+			s.tz(s.O.CreatedAt, "min("+col(s.O.CreatedAt)+")"), s.table, s.where(up))
+	}
+	outs := make([]string, len(labels))
+	for i := range labels {
+		outs[i] = "r.l" + strconv.Itoa(i) + "::text"
+	}
+	return fmt.Sprintf(`%s
+SELECT %s, extract(epoch from now() - %s)::float8 FROM r LIMIT %d`,
+		s.skipScan(up, col(s.O.CreatedAt)), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
+}
+
+// skipScan is a recursive CTE r(l0, ..., [cr]) that visits each
+// combination of label values among the rows matching pred once (with
+// its first value of tail, a column expression, in cr when tail is not
+// ""): each step is one descent of an index on (labels..., tail) to the
+// first entry past the previous combination.
+// Combinations with a NULL are passed over (a row comparison with NULL
+// is not true).
+func (s *Spec) skipScan(pred, tail string) string {
+	labels := s.O.Labels
+	cols := make([]string, len(labels))
+	sel := make([]string, len(labels))
+	prev := make([]string, len(labels))
+	for i, l := range labels {
+		cols[i] = col(l.Column)
+		sel[i] = cols[i] + " AS l" + strconv.Itoa(i)
+		prev[i] = "r.l" + strconv.Itoa(i)
+	}
+	var cmp string
+	if len(labels) == 1 {
+		cmp = cols[0] + " > " + prev[0]
+	} else {
+		cmp = "(" + strings.Join(cols, ", ") + ") > (" + strings.Join(prev, ", ") + ")"
+	}
+	selList := strings.Join(sel, ", ")
+	order := strings.Join(cols, ", ")
+	if tail != "" {
+		selList += ", " + tail + " AS cr"
+		order += ", " + tail
+	}
+	return fmt.Sprintf(`WITH RECURSIVE r AS (
+  (SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[4]s LIMIT 1)
+  UNION ALL
+  SELECT n.* FROM r, LATERAL (SELECT %[1]s FROM %[2]s t WHERE %[5]s ORDER BY %[4]s LIMIT 1) n
+)`, selList, s.table, s.where(pred), order, s.where(pred, cmp))
+}
+
+// MaxUnclassifiedStatuses bounds the distinct unclassified status values
+// check lists, and MaxUnclassifiedRows the rows it reads for them.
+const (
+	MaxUnclassifiedStatuses = 20
+	MaxUnclassifiedRows     = 100000
+)
+
+// UnclassifiedStatusesQuery lists the status values of rows in no state,
+// with their counts among at most MaxUnclassifiedRows such rows read
+// through the unclassified index, most frequent first. "" when every row
+// has a state. Columns: status (NULL for a NULL status), rows.
+func (s *Spec) UnclassifiedStatusesQuery() string {
+	p := s.UnclassifiedPredicate()
+	if p == "" {
+		return ""
+	}
+	return fmt.Sprintf(`SELECT st, count(*)::int8 FROM (SELECT %s::text AS st FROM %s t WHERE %s LIMIT %d) s
+GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT %d`, col(s.O.Status), s.table, s.where(p), MaxUnclassifiedRows, MaxUnclassifiedStatuses)
+}
+
+// perCombo is the state-shaped aggregate of, for each label combination
+// of g (a skip-scan over pred ordered by order), the first k rows of each
+// part (disjoint predicates ANDed to pred) in that order; rows with a
+// NULL label are read apart, k of each part in no order. k divides
+// MaxCount among the combinations and the reads, which number shared
+// (the parts of this query and of the queries sharing its budget).
+func (s *Spec) perCombo(pred, order string, parts []string, shared int) string {
+	sh := s.stateShape()
+	inner := strings.Join(sh.inner, ", ")
+	var reads []string
+	if len(s.O.Labels) == 0 {
+		for _, p := range parts {
+			reads = append(reads, fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d)",
+				inner, s.table, s.where(pred, p), order, max(s.O.MaxCount/max(shared, 1), 1)))
+		}
+		return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+	}
+	var eq, isNull []string
+	for i, l := range s.O.Labels {
+		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
+		isNull = append(isNull, col(l.Column)+" IS NULL")
+	}
+	for _, p := range parts {
+		reads = append(reads, fmt.Sprintf(`(SELECT x.* FROM g CROSS JOIN LATERAL
+  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT (SELECT k FROM k)) x)`,
+			inner, s.table, s.where(append([]string{pred, p}, eq...)...), order))
+		if !s.labelsNotNull {
+			reads = append(reads, fmt.Sprintf(`(SELECT %s FROM %s t WHERE %s LIMIT (SELECT k FROM k))`,
+				inner, s.table, s.where(pred, p, "("+strings.Join(isNull, " OR ")+")")))
+		}
+	}
+	return s.skipScan(pred, order) + s.shares(shared) + "\n" + sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+}
+
+// claimedOrder is the order of the claimed index after the labels: the
+// lease column, else created_at.
+func (s *Spec) claimedOrder() string {
+	if lc := s.leaseColumn(); lc != "" {
+		return lc
+	}
+	return s.O.CreatedAt
+}
+
+// ClaimedCappedQuery is the state query over the claimed rows when even
+// they are more than MaxCount (a relay that died holding a huge batch):
+// for each label combination of claimed rows (a skip-scan of the claimed
+// index), the k earliest leases that have passed and, apart, the k
+// earliest live (or absent) ones, so that neither lease_expired nor
+// in_flight reads 0 in a combination that has such a row. Its unknown
+// results are read by ClaimedUnknownQuery. "" when no row is ever
+// claimed.
+func (s *Spec) ClaimedCappedQuery() string {
+	cl := s.ClaimedPredicate()
+	if cl == "" {
+		return ""
+	}
+	parts := []string{""}
+	if lc := s.leaseColumn(); lc != "" {
+		// Each part a range of the claimed index, so none scans past the
+		// rows of another: passed, live, no lease.
+		live := col(lc) + " >= " + s.bound(lc, "now()")
+		if s.O.LeaseUntil == "" {
+			live = col(lc) + " >= " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+		}
+		parts = []string{s.leasePassed(col(lc)), live, col(lc) + " IS NULL"}
+	}
+	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), parts, s.claimedReads())
+}
+
+// claimedReads is how many per label set reads share MaxCount while the
+// claimed rows are capped: ClaimedCappedQuery's parts and
+// ClaimedUnknownQuery's, so that together they read at most about
+// MaxCount rows.
+func (s *Spec) claimedReads() int {
+	n := 1
+	if s.leaseColumn() != "" {
+		n = 3
+	}
+	if s.claimedUnknown() != "" {
+		n++
+	}
+	return n
+}
+
+// claimedUnknown is, among claimed rows, the condition of an unknown
+// result: a status under unknown, unknown_when, or a passed lease after
+// an attempt.
+func (s *Spec) claimedUnknown() string {
+	var p []string
+	if s.O.Style() == config.StyleStatus && len(s.O.Unknown) > 0 {
+		p = append(p, s.rules("t.").in(s.O.Unknown))
+	}
+	if s.O.UnknownWhen != "" {
+		p = append(p, "("+s.O.UnknownWhen+")")
+	}
+	if lc := s.leaseColumn(); lc != "" && s.O.Attempts != "" {
+		p = append(p, "("+s.leasePassed(col(lc))+" AND "+col(s.O.Attempts)+" > 0)")
+	}
+	if len(p) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(p, " OR ") + ")"
+}
+
+// ClaimedUnknownQuery reads, with ClaimedCappedQuery, the claimed rows
+// with an unknown result: the k earliest of each label combination, so
+// none reads 0 that has one. Only their unknown results are used. ""
+// when a claimed row never has one.
+func (s *Spec) ClaimedUnknownQuery() string {
+	cl, cu := s.ClaimedPredicate(), s.claimedUnknown()
+	if cl == "" || cu == "" {
+		return ""
+	}
+	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), []string{cu}, s.claimedReads())
+}
+
+// UnknownCappedQuery is UnknownQuery when more than MaxCount unclaimed
+// rows have an unknown result: the k oldest of each label combination
+// the skip-scan of the unknown index finds.
+func (s *Spec) UnknownCappedQuery() string {
+	up := s.unknownPredicate("t.")
+	if up == "" {
+		return ""
+	}
+	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""}, 1)
+}

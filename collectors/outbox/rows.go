@@ -1,0 +1,211 @@
+package outbox
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// NowQuery reads the database's transaction time in microseconds.
+const NowQuery = `SELECT (extract(epoch from now()) * 1000000)::int8`
+
+// MaxPublishedRows bounds the rows one read of published rows (or of
+// expired leases) returns; past it the watermark catches up over the
+// following scrapes.
+const MaxPublishedRows = 100000
+
+// MaxLiveLeases bounds the live leases a sample remembers to judge at the
+// next one: the earliest to expire first, which are the ones that can
+// expire before the next sample. Relays keep a batch each in flight; a
+// thousand leases read cost about 2 ms during the 2M-row incident
+// benchmark, ten thousand 25 ms.
+const MaxLiveLeases = 1000
+
+// sinceBound is the exclusive lower bound of a watermark read: $1
+// (microseconds since the epoch), or now() - SkewWindow when NULL.
+func sinceBound() string {
+	return "coalesce('epoch'::timestamptz + $1::int8 * interval '1 microsecond', now() - " + interval(SkewWindow) + ")"
+}
+
+// LeaseQuery reads the claimed unpublished rows whose lease expired after
+// $1 (microseconds since the epoch, exclusive; NULL means now() -
+// SkewWindow) and before now, earliest expiry first, at most
+// MaxPublishedRows; "" without a lease to judge. Each scrape reads only
+// the leases that expired since the last one (a range of the lease
+// index), not every lease still expired, so a relay that died holding
+// many rows costs one read of them. Columns: id, lease column and expiry,
+// both in microseconds since the epoch.
+func (s *Spec) LeaseQuery() string {
+	lc := s.leaseColumn()
+	if lc == "" {
+		return ""
+	}
+	c := col(lc)
+	var passed string
+	if s.O.LeaseUntil != "" {
+		passed = c + " < " + s.bound(lc, "now()") + " AND " + c + " > " + s.bound(lc, sinceBound())
+	} else {
+		// claimed_at < now() - ttl, not claimed_at + ttl < now(), so that an
+		// index on claimed_at serves it.
+		ttl := interval(s.O.LeaseTTL)
+		passed = c + " < " + s.bound(lc, "now() - "+ttl) + " AND " + c + " > " + s.bound(lc, sinceBound()+" - "+ttl)
+	}
+	return fmt.Sprintf(`SELECT %s::text, %s, %s
+FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		col(s.O.ID), epochMicros(s.tz(lc, c)), epochMicros(s.leaseExpiry(c)), s.table,
+		s.where(s.UnpublishedPredicate(), s.ClaimedPredicate(), passed), c, MaxPublishedRows)
+}
+
+// LiveLeaseQuery reads the claimed unpublished rows whose lease has not
+// expired yet, earliest expiry first, at most MaxLiveLeases: the sampler
+// remembers them and judges at the next sample those that expired and
+// moved on in between (a reclaim, a late publish). "" without a lease.
+// Columns: id, lease column and expiry in microseconds since the epoch.
+func (s *Spec) LiveLeaseQuery() string {
+	lc := s.leaseColumn()
+	if lc == "" {
+		return ""
+	}
+	c := col(lc)
+	live := c + " >= " + s.bound(lc, "now()")
+	if s.O.LeaseUntil == "" {
+		live = c + " >= " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+	}
+	return fmt.Sprintf(`SELECT %s::text, %s, %s
+FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		col(s.O.ID), epochMicros(s.tz(lc, c)), epochMicros(s.leaseExpiry(c)), s.table,
+		s.where(s.UnpublishedPredicate(), s.ClaimedPredicate(), live), c, MaxLiveLeases)
+}
+
+// Fate classes of LeaseFateQuery.
+const (
+	fateUnpublished = iota
+	fatePublished
+	fateDead
+	fateUnclassified
+)
+
+// LeaseFateQuery reads, for the ids in $1 (text), what became of each
+// row: its class, whether it is claimed, its published_at and its lease
+// column, both in microseconds since the epoch (NULL when not set or not
+// configured). It looks the ids up by the id column's own type, so that
+// its index serves it. "" without a lease.
+func (s *Spec) LeaseFateQuery() string {
+	lc := s.leaseColumn()
+	if lc == "" {
+		return ""
+	}
+	r := s.rules("t.")
+	class := "CASE"
+	if p := r.published(); p != "" {
+		class += " WHEN " + p + " THEN " + strconv.Itoa(fatePublished)
+	}
+	if p := r.dead(); p != "" {
+		class += " WHEN " + p + " THEN " + strconv.Itoa(fateDead)
+	}
+	if up := r.unpublished(); up != "" {
+		class += " WHEN " + up + " THEN " + strconv.Itoa(fateUnpublished) + " ELSE " + strconv.Itoa(fateUnclassified) + " END"
+	} else {
+		class = strconv.Itoa(fateUnpublished)
+	}
+	claimed := "false"
+	if cl := s.ClaimedPredicate(); cl != "" {
+		claimed = "coalesce(" + cl + ", false)"
+	}
+	pub := "NULL::int8"
+	if s.O.PublishedAt != "" {
+		pub = epochMicros(s.tz(s.O.PublishedAt, col(s.O.PublishedAt)))
+	}
+	idType := "text"
+	if c, ok := s.cols[s.O.ID]; ok && c.Type != "" {
+		idType = pg.Ident(c.Type)
+	}
+	return fmt.Sprintf(`SELECT %s::text, %s, %s, %s, %s FROM %s t WHERE %s`,
+		col(s.O.ID), class, claimed, pub, epochMicros(s.tz(lc, col(lc))), s.table,
+		s.where(col(s.O.ID)+" = ANY($1::text[]::"+idType+"[])"))
+}
+
+// PublishedQuery reads rows published after $1 (microseconds since the
+// epoch, exclusive; NULL means now() - SkewWindow), oldest first, at most
+// MaxPublishedRows; "" without published_at. Columns: id, labels...,
+// published_at in microseconds, latency seconds (NULL for a NULL
+// created_at).
+func (s *Spec) PublishedQuery() string {
+	o := s.O
+	if o.PublishedAt == "" {
+		return ""
+	}
+	pub := s.tz(o.PublishedAt, col(o.PublishedAt))
+	sel := []string{col(o.ID) + "::text"}
+	sel = append(sel, s.labelExprs()...)
+	sel = append(sel, epochMicros(pub),
+		"extract(epoch from "+pub+" - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8")
+	sel = append(sel, s.publishedExtras()...)
+	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		strings.Join(sel, ", "), s.table,
+		s.where(col(o.PublishedAt)+" > "+s.bound(o.PublishedAt, sinceBound())),
+		col(o.PublishedAt), MaxPublishedRows)
+}
+
+// StuckQuery reads the oldest unpublished rows, at most $1. Columns:
+// id, facts..., labels..., age seconds, attempts, last_error (at most
+// 200 characters).
+//
+// Without labels the unpublished index is ordered by created_at and
+// serves ORDER BY created_at LIMIT directly. With labels it leads with
+// the label columns, so the query takes the $1 oldest rows of each label
+// combination (the skip-scan, then one index range each) and keeps the
+// $1 oldest of those: its cost follows the combinations, not the
+// backlog. Rows with a NULL label are read apart, unless the catalog
+// says the label columns are NOT NULL.
+func (s *Spec) StuckQuery() string {
+	o := s.O
+	sel := []string{col(o.ID) + "::text"}
+	sel = append(sel, s.factExprs()...)
+	sel = append(sel, s.labelExprs()...)
+	// Never negative (a writer's clock ahead), 0 for a NULL created_at.
+	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
+	if o.Attempts != "" {
+		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
+	} else {
+		sel = append(sel, "0::int8")
+	}
+	if o.LastError != "" {
+		sel = append(sel, "coalesce(left("+col(o.LastError)+"::text, "+strconv.Itoa(LastErrorChars)+"), '')")
+	} else {
+		sel = append(sel, "''::text")
+	}
+	up := s.UnpublishedPredicate()
+	if len(o.Labels) == 0 {
+		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
+			strings.Join(sel, ", "), s.table, s.where(up), col(o.CreatedAt))
+	}
+	aliased := make([]string, len(sel))
+	outs := make([]string, len(sel))
+	for i, x := range sel {
+		aliased[i] = x + " AS s" + strconv.Itoa(i)
+		outs[i] = "u.s" + strconv.Itoa(i)
+	}
+	inner := strings.Join(aliased, ", ") + ", " + col(o.CreatedAt) + " AS ord"
+	var eq, isNull []string
+	for i, l := range o.Labels {
+		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
+		isNull = append(isNull, col(l.Column)+" IS NULL")
+	}
+	nulls := ""
+	if !s.labelsNotNull {
+		nulls = fmt.Sprintf(`
+  UNION ALL
+  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)`,
+			inner, s.table, s.where(up, "("+strings.Join(isNull, " OR ")+")"), col(o.CreatedAt))
+	}
+	return fmt.Sprintf(`%s
+SELECT %s FROM (
+  (SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL
+    (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1) x)%s
+) u ORDER BY u.ord LIMIT $1`,
+		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples,
+		inner, s.table, s.where(append([]string{up}, eq...)...), col(o.CreatedAt), nulls)
+}

@@ -1,0 +1,210 @@
+package outbox
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// strs turns label values read from the table into label values: NULL
+// is "", and invalid UTF-8 (text in a SQL_ASCII database may hold any
+// bytes) has each invalid sequence replaced by U+FFFD, so that a metric
+// can always be built from it.
+func strs(ps []*string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		if p != nil {
+			out[i] = strings.ToValidUTF8(*p, "\uFFFD")
+		}
+	}
+	return out
+}
+
+// queueGroups queues a state-shaped query whose groups are appended to
+// *dst, tagged with the part that read them.
+func queueGroups(b *pgx.Batch, q string, spec *Spec, p part, dst *[]group, what string) {
+	b.Queue(q).Query(func(rows pgx.Rows) error {
+		gs, err := scanGroups(rows, spec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		for i := range gs {
+			gs[i].part = p
+		}
+		*dst = append(*dst, gs...)
+		return nil
+	})
+}
+
+// queueCounts queues a query of label values and a count (the dead and
+// unclassified counts).
+func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
+	b.Queue(q).Query(func(rows pgx.Rows) error {
+		gs, err := scanCounts(rows, nl)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		*dst = append(*dst, gs...)
+		return nil
+	})
+}
+
+// scanGroups reads a state-shaped query.
+func scanGroups(rows pgx.Rows, spec *Spec) ([]group, error) {
+	defer rows.Close()
+	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
+	var out []group
+	for rows.Next() {
+		var (
+			g      = group{late: make([]int64, nd)}
+			labels = make([]*string, nl)
+			age    *float64
+			status string
+			bits   int32
+		)
+		dest := []any{&status, &bits}
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &g.rows, &age)
+		for i := range g.late {
+			dest = append(dest, &g.late[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		g.labels = strs(labels)
+		g.facts = FactsFromBits(status, bits)
+		if age != nil && *age > 0 {
+			g.age = *age
+		}
+		if g.rows > 0 {
+			out = append(out, g)
+		}
+	}
+	return out, rows.Err()
+}
+
+// scanCounts reads labels..., rows.
+func scanCounts(rows pgx.Rows, nl int) ([]group, error) {
+	defer rows.Close()
+	var out []group
+	for rows.Next() {
+		var (
+			g      group
+			labels = make([]*string, nl)
+			dest   []any
+		)
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &g.rows)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		g.labels = strs(labels)
+		if g.rows > 0 {
+			out = append(out, g)
+		}
+	}
+	return out, rows.Err()
+}
+
+func scanOldest(rows pgx.Rows, nl int) ([]oldest, error) {
+	defer rows.Close()
+	var out []oldest
+	for rows.Next() {
+		var (
+			labels = make([]*string, nl)
+			age    *float64
+			dest   []any
+		)
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &age)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		o := oldest{labels: strs(labels)}
+		if age != nil && *age > 0 {
+			o.age = *age
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// leaseKey identifies one lease of one row: a row claimed again has a new
+// lease, so a new key.
+func leaseKey(id string, lease int64) string { return id + "\x00" + strconv.FormatInt(lease, 10) }
+
+func scanLeases(rows pgx.Rows) ([]Mark, error) {
+	defer rows.Close()
+	var out []Mark
+	for rows.Next() {
+		var (
+			id            string
+			lease, expiry int64
+		)
+		if err := rows.Scan(&id, &lease, &expiry); err != nil {
+			return nil, err
+		}
+		out = append(out, Mark{Key: leaseKey(id, lease), At: expiry})
+	}
+	return out, rows.Err()
+}
+
+func scanLive(rows pgx.Rows) ([]liveLease, error) {
+	defer rows.Close()
+	var out []liveLease
+	for rows.Next() {
+		var l liveLease
+		if err := rows.Scan(&l.id, &l.lease, &l.expiry); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+func scanFates(rows pgx.Rows) (map[string]leaseFate, error) {
+	defer rows.Close()
+	out := map[string]leaseFate{}
+	for rows.Next() {
+		var (
+			id string
+			f  leaseFate
+		)
+		if err := rows.Scan(&id, &f.class, &f.claimed, &f.publishedAt, &f.lease); err != nil {
+			return nil, err
+		}
+		out[id] = f
+	}
+	return out, rows.Err()
+}
+
+func scanPublished(rows pgx.Rows, nl int) ([]PublishedRow, error) {
+	defer rows.Close()
+	var out []PublishedRow
+	for rows.Next() {
+		var (
+			p      PublishedRow
+			labels = make([]*string, nl)
+			dest   = []any{&p.ID}
+		)
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &p.PublishedAt, &p.Latency)
+		dest = append(dest, publishedExtraDest(rows, nl, &p)...)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		p.Labels = strs(labels)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

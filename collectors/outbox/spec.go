@@ -1,0 +1,217 @@
+package outbox
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// Spec is an outbox's configuration joined with its table's column types:
+// it builds the queries and decides from what they read.
+type Spec struct {
+	Name      string
+	O         *config.Outbox
+	Rules     *Rules
+	IntStatus bool
+	table     string
+	cols      map[string]Column
+	// labelsNotNull: every label column is declared NOT NULL.
+	labelsNotNull bool
+}
+
+// NewSpec builds the queries of outbox name. cols are the table's columns
+// from Introspect; the status column's type decides how status values are
+// written, and the timestamp columns' types how they are compared (Check
+// judges the rest).
+func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
+	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
+	if o.Status != "" {
+		c, ok := cols[o.Status]
+		if !ok {
+			return nil, fmt.Errorf("outbox %q: status column %q does not exist in %s", name, o.Status, o.Table)
+		}
+		s.IntStatus = c.IsInteger()
+	}
+	s.labelsNotNull = true
+	for _, l := range o.Labels {
+		s.labelsNotNull = s.labelsNotNull && cols[l.Column].NotNull
+	}
+	r, err := NewRules(o, s.IntStatus)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %q: %w", name, err)
+	}
+	s.Rules = r
+	return s, nil
+}
+
+func col(name string) string { return "t." + pg.Ident(name) }
+
+// zoned reports a `timestamp without time zone` column: its values are
+// read in the time_zone of the config, else in the session's TimeZone.
+func (s *Spec) zoned(c string) bool { return s.cols[c].Type == "timestamp" }
+
+// tz is expr, a value of column c's type, as timestamptz. The conversion
+// is applied to the value, never to the column inside an aggregate or a
+// comparison, so that the column's index still serves the query (item 6).
+func (s *Spec) tz(c, expr string) string {
+	if !s.zoned(c) {
+		return expr
+	}
+	if s.O.TimeZone != "" {
+		return "(" + expr + " AT TIME ZONE " + pg.Literal(s.O.TimeZone) + ")"
+	}
+	return "(" + expr + ")::timestamptz"
+}
+
+// bound is tzExpr, a timestamptz, in the type of column c, so that c
+// compared with it is an index condition: a zoned timestamp column is
+// compared in its time_zone; without one, timestamp against timestamptz
+// is a cross-type B-tree operator in the session's TimeZone.
+func (s *Spec) bound(c, tzExpr string) string {
+	if s.zoned(c) && s.O.TimeZone != "" {
+		return "((" + tzExpr + ") AT TIME ZONE " + pg.Literal(s.O.TimeZone) + ")"
+	}
+	return tzExpr
+}
+
+// epochMicros is a timestamptz expression in microseconds since the epoch.
+func epochMicros(tzExpr string) string {
+	return "(extract(epoch from " + tzExpr + ") * 1000000)::int8"
+}
+
+func interval(d time.Duration) string {
+	return "'" + strconv.FormatInt(d.Microseconds(), 10) + " microseconds'::interval"
+}
+
+// literal writes one status value as the queries have it: inlined, so
+// that the planner can match a partial index predicate such as status IN
+// ('PENDING','CLAIMED'); integers in canonical form.
+func (s *Spec) literal(v string) string {
+	if s.IntStatus {
+		c, _ := canonicalStatus(v, true) // NewRules checked them
+		return c
+	}
+	return pg.Literal(v)
+}
+
+func (s *Spec) rules(q string) sqlRules { return sqlRules{o: s.O, q: q, lit: s.literal} }
+
+// UnpublishedPredicate is the condition of unpublished rows, as it stands
+// in every query and in the partial index: "" for a delete-on-publish
+// table, where every row is unpublished.
+func (s *Spec) UnpublishedPredicate() string { return s.rules("t.").unpublished() }
+
+// DeadPredicate is the condition of dead rows, "" when the outbox has no
+// way to mark a row dead.
+func (s *Spec) DeadPredicate() string { return s.rules("t.").dead() }
+
+// ClaimedPredicate is, among unpublished rows, the condition of claimed
+// ones; "" when no row is ever claimed.
+func (s *Spec) ClaimedPredicate() string { return s.rules("t.").claimed() }
+
+// UnclassifiedPredicate is the condition of rows in no state; "" when
+// every row has one.
+func (s *Spec) UnclassifiedPredicate() string { return s.rules("t.").unclassified() }
+
+// unknownPredicate is, among unclaimed unpublished rows, the condition of
+// an unknown result: a status listed under both pending and unknown, or
+// unknown_when; "" when an unclaimed row never has one.
+func (s *Spec) unknownPredicate(q string) string {
+	var p []string
+	if up := unknownPending(s.O); len(up) > 0 {
+		p = append(p, s.rules(q).in(up))
+	}
+	if s.O.UnknownWhen != "" {
+		p = append(p, "("+s.O.UnknownWhen+")")
+	}
+	if len(p) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(p, " OR ") + ")"
+}
+
+// where joins predicates with AND and adds the configured filter, the
+// only raw SQL besides unknown_when, in parentheses.
+func (s *Spec) where(preds ...string) string {
+	if s.O.Filter != "" {
+		preds = append(preds, "("+s.O.Filter+")")
+	}
+	if p := and(preds...); p != "" {
+		return p
+	}
+	return "TRUE"
+}
+
+func (s *Spec) labelExprs() []string {
+	out := make([]string, len(s.O.Labels))
+	for i, l := range s.O.Labels {
+		out[i] = col(l.Column) + "::text"
+	}
+	return out
+}
+
+// leaseColumn is the column whose value identifies a lease: lease_until,
+// or claimed_at with lease_ttl; "" without a lease to judge.
+func (s *Spec) leaseColumn() string {
+	if s.O.LeaseUntil != "" {
+		return s.O.LeaseUntil
+	}
+	if s.O.ClaimedAt != "" && s.O.LeaseTTL > 0 {
+		return s.O.ClaimedAt
+	}
+	return ""
+}
+
+// leasePassed is the condition that the lease of column value v (an
+// expression of the lease column's type) has passed; "" without a lease.
+func (s *Spec) leasePassed(v string) string {
+	lc := s.leaseColumn()
+	switch {
+	case lc == "":
+		return ""
+	case s.O.LeaseUntil != "":
+		return v + " < " + s.bound(lc, "now()")
+	default:
+		return v + " < " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+	}
+}
+
+// leaseExpiry is the expiry, as timestamptz, of the lease whose column
+// value is v.
+func (s *Spec) leaseExpiry(v string) string {
+	lc := s.leaseColumn()
+	if s.O.LeaseUntil != "" {
+		return s.tz(lc, v)
+	}
+	return s.tz(lc, v) + " + " + interval(s.O.LeaseTTL)
+}
+
+// factExprs are the SELECT expressions of a row's Facts, in Facts order:
+// status, claim set, lease passed, attempted, unknown_when.
+func (s *Spec) factExprs() []string {
+	o := s.O
+	st := "''::text"
+	if o.Status != "" {
+		st = "coalesce(" + col(o.Status) + "::text, '')"
+	}
+	claim, passed := "false", "false"
+	if cc := claimColumn(o); cc != "" {
+		claim = col(cc) + " IS NOT NULL"
+	}
+	if p := s.leasePassed(col(s.leaseColumn())); s.leaseColumn() != "" {
+		passed = "coalesce(" + p + ", false)"
+	}
+	attempted := "false"
+	if o.Attempts != "" {
+		attempted = "coalesce(" + col(o.Attempts) + " > 0, false)"
+	}
+	uw := "false"
+	if o.UnknownWhen != "" {
+		uw = "coalesce((" + o.UnknownWhen + "), false)"
+	}
+	return []string{st, claim, passed, attempted, uw}
+}
