@@ -18,7 +18,7 @@ func Reconcile(cfg *config.Config) (dashboard.Dashboard, error) {
 		"Gaps between the authoritative table, the outbox and the derived target found by each reconcile job, and the health of the jobs.").
 		WithRow(dashboard.NewRowBuilder("Gaps")).
 		WithPanel(stacked(graph("Gaps by kind",
-			"Gaps found by the last completed run: missing_outbox (a committed row with no outbox event: lost, pages), missing_target, stale_target, orphan_target.",
+			"Gaps found by the last completed run: missing_outbox (a committed row with no outbox event: lost, pages), missing_target, stale_target, orphan_target, duplicate_target (one key twice in the target).",
 			"short",
 			target{fmt.Sprintf("max by (reconcile, kind) (outbox_reconcile_gaps%s)", sel()), "{{reconcile}} {{kind}}"},
 		))).

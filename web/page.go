@@ -261,7 +261,7 @@ func (s *Server) pageData(r *http.Request) pageData {
 			rv.LastSuccess = "never"
 			rv.Status = Unknown
 		}
-		for _, kind := range []string{"missing_outbox", "missing_target", "stale_target", "orphan_target"} {
+		for _, kind := range []string{"missing_outbox", "missing_target", "stale_target", "orphan_target", "duplicate_target"} {
 			n := snap.Sum("outbox_reconcile_gaps", map[string]string{"reconcile": job, "kind": kind})
 			rv.Gaps = append(rv.Gaps, stateCount{kind, n})
 			if n > 0 {
