@@ -27,7 +27,8 @@ const appSchema = `
 CREATE TABLE outbox (event_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), created_at timestamptz NOT NULL DEFAULT now(),
   event_type text NOT NULL DEFAULT 'order.paid', topic text NOT NULL DEFAULT 'messages', status text NOT NULL DEFAULT 'PENDING',
   published_at timestamptz, lease_until timestamptz, attempts int NOT NULL DEFAULT 0, last_error text,
-  message_id bigint, message_version int, payload jsonb);
+  message_id bigint, message_version int, payload jsonb,
+  conversation_id text, seq bigint, receipt_id text);
 CREATE TABLE messages (id bigint PRIMARY KEY, version int NOT NULL, created_at timestamptz NOT NULL, body text);
 CREATE SEQUENCE app_seq;
 CREATE FUNCTION app_write() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT INTO messages VALUES (999, 1, now(), 'x'); RETURN true; END$$;
