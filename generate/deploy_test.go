@@ -183,9 +183,10 @@ func TestMonitoringRole(t *testing.T) {
 	app.Exec(t, `CREATE TABLE public.outbox (
 		event_id text PRIMARY KEY, created_at timestamptz NOT NULL, event_type text, topic text,
 		status text, published_at timestamptz, lease_until timestamptz, attempts int, last_error text,
-		message_id text, message_version int, payload jsonb)`)
+		message_id text, message_version int, payload jsonb,
+		conversation_id text, seq bigint, receipt_id text)`)
 	app.Exec(t, `CREATE TABLE public.messages (id text PRIMARY KEY, version int, created_at timestamptz, body text)`)
-	app.Exec(t, `INSERT INTO public.outbox VALUES ('e1', now(), 'order.paid', 'orders', 'PENDING', NULL, NULL, 0, NULL, 'm1', 1, '{"secret": 1}')`)
+	app.Exec(t, `INSERT INTO public.outbox VALUES ('e1', now(), 'order.paid', 'orders', 'PENDING', NULL, NULL, 0, NULL, 'm1', 1, '{"secret": 1}', 'c1', 1, NULL)`)
 	app.Exec(t, `INSERT INTO public.messages VALUES ('m1', 1, now(), 'private body')`)
 	search.Exec(t, `CREATE TABLE public.search_index (message_id text PRIMARY KEY, version int, content text)`)
 

@@ -116,10 +116,12 @@ GRANT USAGE ON SCHEMA public TO :"role";
 -- cdc: replication slot positions (PUBLIC may read them by default; hardened servers revoke it).
 GRANT SELECT ON pg_catalog.pg_replication_slots TO :"role";
 -- outboxes.messages: id, created_at, labels (event_type, topic), status,
--- published_at, lease_until, attempts, last_error; reconcile's outbox side
+-- published_at, lease_until, attempts, last_error, aggregate and sequence
+-- (conversation_id, seq), receipt (receipt_id); reconcile's outbox side
 -- (message_id, message_version).
 GRANT SELECT (event_id, created_at, event_type, topic, status, published_at,
-              lease_until, attempts, last_error, message_id, message_version)
+              lease_until, attempts, last_error, conversation_id, seq, receipt_id,
+              message_id, message_version)
   ON public.outbox TO :"role";
 -- reconcile.search_index.authority: key, version, created_at.
 GRANT SELECT (id, version, created_at) ON public.messages TO :"role";
