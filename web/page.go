@@ -188,6 +188,17 @@ func (s *Server) pageData(r *http.Request) pageData {
 		return d.Collectors[i].Collector+d.Collectors[i].Target < d.Collectors[j].Collector+d.Collectors[j].Target
 	})
 
+	d.Outboxes = s.outboxViews(r, snap, collectorOK, now)
+	d.Groups = s.groupViews(snap, collectorOK, now)
+	d.Reconciles = s.reconcileViews(snap, collectorOK, now)
+	d.Audits = auditViews(snap, collectorOK)
+	return d
+}
+
+// outboxViews judges each outbox: its oldest age against the deadline of
+// its own label set, its states, and its stuck rows.
+func (s *Server) outboxViews(r *http.Request, snap *Snapshot, collectorOK map[string]bool, now time.Time) []outboxView {
+	var out []outboxView
 	for _, name := range outboxNames(snap) {
 		m := map[string]string{"outbox": name}
 		v := outboxView{Name: name, CollectorOK: collectorOK["outbox/"+name]}
@@ -225,12 +236,18 @@ func (s *Server) pageData(r *http.Request) pageData {
 			v.Status = worst(v.Status, Unknown)
 		}
 		v.Trend = sparkline(s.rec.history.Get(outboxKey(name), now), v.Deadline)
-		if a != nil {
+		if s.App() != nil {
 			v.Stuck, v.StuckErr = s.stuckRows(r, name)
 		}
-		d.Outboxes = append(d.Outboxes, v)
+		out = append(out, v)
 	}
 
+	return out
+}
+
+// groupViews judges each consumer group's lag against its deadline.
+func (s *Server) groupViews(snap *Snapshot, collectorOK map[string]bool, now time.Time) []groupView {
+	var out []groupView
 	// Indexed once: a Max per group over every lag sample is groups².
 	lagSec := snap.MaxBy("outbox_consumer_lag_seconds", "cluster", "group")
 	lagMsg := snap.SumBy("outbox_consumer_lag_messages", "cluster", "group")
@@ -245,12 +262,18 @@ func (s *Server) pageData(r *http.Request) pageData {
 			gv.Status = worst(gv.Status, Unknown)
 		}
 		gv.Trend = sparkline(s.rec.history.Get(groupKey(c, g), now), gv.Deadline)
-		d.Groups = append(d.Groups, gv)
+		out = append(out, gv)
 	}
-	sort.Slice(d.Groups, func(i, j int) bool {
-		return d.Groups[i].Cluster+d.Groups[i].Group < d.Groups[j].Cluster+d.Groups[j].Group
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Cluster+out[i].Group < out[j].Cluster+out[j].Group
 	})
 
+	return out
+}
+
+// reconcileViews shows each reconcile job's last run and its gaps.
+func (s *Server) reconcileViews(snap *Snapshot, collectorOK map[string]bool, now time.Time) []reconcileView {
+	var out []reconcileView
 	for _, job := range snap.Values("outbox_reconcile_rows_checked", "reconcile") {
 		m := map[string]string{"reconcile": job}
 		rv := reconcileView{Job: job, Status: OK}
@@ -276,9 +299,15 @@ func (s *Server) pageData(r *http.Request) pageData {
 			rv.Status = worst(rv.Status, Unknown)
 		}
 		rv.Findings = s.reconcileFindings(job, 5)
-		d.Reconciles = append(d.Reconciles, rv)
+		out = append(out, rv)
 	}
 
+	return out
+}
+
+// auditViews shows each publish audit's findings.
+func auditViews(snap *Snapshot, collectorOK map[string]bool) []auditView {
+	var out []auditView
 	for _, o := range snap.Values("outbox_audit_checked_events_total", "outbox") {
 		m := map[string]string{"outbox": o}
 		av := auditView{Outbox: o, Status: OK}
@@ -286,14 +315,19 @@ func (s *Server) pageData(r *http.Request) pageData {
 		av.Unmarked = snap.Sum("outbox_audit_unmarked_in_broker_events", m)
 		av.Duplicates = snap.Sum("outbox_audit_duplicates_total", m)
 		av.Checked = snap.Sum("outbox_audit_checked_events_total", m)
-		if av.Missing > 0 {
+		switch {
+		case !collectorOK["audit/"+o]:
+			// A failed audit (an id-format mismatch withholds the
+			// missing count) must not read as a clean one.
+			av.Status = Unknown
+		case av.Missing > 0:
 			av.Status = Crit
-		} else if av.Unmarked > 0 || av.Duplicates > 0 {
+		case av.Unmarked > 0 || av.Duplicates > 0:
 			av.Status = Warn
 		}
-		d.Audits = append(d.Audits, av)
+		out = append(out, av)
 	}
-	return d
+	return out
 }
 
 // versionString is the exporter's version for a person, also for a build

@@ -1,0 +1,30 @@
+package web
+
+import "testing"
+
+// A failed audit collection (an id-format mismatch withholds the missing
+// count) shows as unknown, never as a clean audit; a working one is judged
+// by its findings.
+func TestAuditViewOfAFailedAudit(t *testing.T) {
+	snap := &Snapshot{Metrics: map[string][]Sample{
+		"outbox_audit_checked_events_total": {
+			{Labels: map[string]string{"outbox": "bad"}, Value: 500},
+			{Labels: map[string]string{"outbox": "good"}, Value: 500},
+			{Labels: map[string]string{"outbox": "lossy"}, Value: 500},
+		},
+		"outbox_audit_missing_in_broker_events": {
+			{Labels: map[string]string{"outbox": "lossy"}, Value: 3},
+		},
+	}}
+	ok := map[string]bool{"audit/good": true, "audit/lossy": true, "audit/bad": false}
+	got := map[string]Status{}
+	for _, v := range auditViews(snap, ok) {
+		got[v.Outbox] = v.Status
+	}
+	want := map[string]Status{"bad": Unknown, "good": OK, "lossy": Crit}
+	for o, st := range want {
+		if got[o] != st {
+			t.Errorf("audit %s: status %q, want %q (all: %v)", o, got[o], st, got)
+		}
+	}
+}
