@@ -6,8 +6,8 @@ import (
 	"slices"
 )
 
-// consumerAlerts page when a consumer group lags behind its deadline and
-// open a ticket when nobody consumes it. Each Kafka cluster has rules of
+// consumerAlerts page when a consumer group lags behind its deadline or
+// lost records to retention, and open a ticket when nobody consumes it. Each Kafka cluster has rules of
 // its own, told apart by their cluster label.
 func (b *builder) consumerAlerts() []Rule {
 	var rules []Rule
@@ -29,6 +29,16 @@ func (b *builder) consumerAlerts() []Rule {
 				"10m",
 				"A consumer group has no members.",
 				"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has had no members for 10 minutes: nobody consumes its topics, and new events pile up unseen until its lag passes the deadline.",
+				own),
+			// Retention (or compaction) deleted records the group had not
+			// consumed: those events are lost to it, and once it resumes
+			// at the log start no lag metric remembers them (seed 000,
+			// section six: a consumer offline past the broker's retention).
+			b.alert("OutboxConsumerRetentionLoss", SeverityCritical,
+				fmt.Sprintf("max by (%s) (outbox_consumer_retention_lost_messages%s) > 0", b.by("cluster", "group", "topic"), sel),
+				"1m",
+				"Kafka deleted events a consumer group had not consumed.",
+				"Kafka cluster {{ $labels.cluster }} deleted {{ $value }} records of topic {{ $labels.topic }} that consumer group {{ $labels.group }} had not consumed (its committed offset is below the log start): those events are lost to it.",
 				own))
 	}
 	return rules
