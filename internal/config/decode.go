@@ -100,26 +100,12 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // keep the zero value / default
 	}
-	if v.Type() == labelsType {
+	switch {
+	case v.Type() == labelsType:
 		d.decodeLabels(path, n, v)
 		return
-	}
-	if v.Type() == durationType {
-		if n.Kind != yaml.ScalarNode {
-			d.fail(path, n.Line, "%s is not a duration", kindName(n))
-			return
-		}
-		s := d.expand(path, n)
-		dur, err := time.ParseDuration(s)
-		if err != nil {
-			d.fail(path, n.Line, "%q is not a duration (e.g. 90s, 5m)", s)
-			return
-		}
-		if dur < 0 {
-			d.fail(path, n.Line, "%q is negative", s)
-			return
-		}
-		v.SetInt(int64(dur))
+	case v.Type() == durationType:
+		d.decodeDuration(path, n, v)
 		return
 	}
 	switch v.Kind() {
@@ -129,59 +115,9 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 		}
 		d.decode(path, n, v.Elem())
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			d.fail(path, n.Line, "expected a mapping, got %s", kindName(n))
-			return
-		}
-		fields := map[string]int{}
-		for i := 0; i < v.NumField(); i++ {
-			tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
-			if tag != "" && tag != "-" {
-				fields[tag] = i
-			}
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			if seen[k.Value] {
-				d.fail(p, k.Line, "key given twice")
-				continue
-			}
-			seen[k.Value] = true
-			idx, ok := fields[k.Value]
-			if !ok {
-				d.fail(p, k.Line, "unknown key")
-				continue
-			}
-			d.lines[p] = k.Line
-			d.decode(p, val, v.Field(idx))
-		}
+		d.decodeStruct(path, n, v)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			d.fail(path, n.Line, "expected a mapping, got %s", kindName(n))
-			return
-		}
-		if v.IsNil() {
-			v.Set(reflect.MakeMap(v.Type()))
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			if v.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
-				d.fail(p, k.Line, "key given twice")
-				continue
-			}
-			d.lines[p] = k.Line
-			elem := reflect.New(v.Type().Elem()).Elem()
-			d.decode(p, val, elem)
-			if elem.Kind() == reflect.Pointer && elem.IsNil() {
-				// "name:" with nothing under it: an empty entry, so that
-				// validation names each missing key.
-				elem.Set(reflect.New(elem.Type().Elem()))
-			}
-			v.SetMapIndex(reflect.ValueOf(k.Value), elem)
-		}
+		d.decodeMap(path, n, v)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			d.fail(path, n.Line, "expected a list, got %s", kindName(n))
@@ -192,6 +128,98 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 			d.decode(fmt.Sprintf("%s[%d]", path, i), item, s.Index(i))
 		}
 		v.Set(s)
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Float64:
+		d.decodeScalar(path, n, v)
+	default:
+		d.fail(path, n.Line, "cannot decode into %s", v.Type())
+	}
+}
+
+// decodeDuration reads a Go duration ("90s", "5m"); a negative one is an
+// error.
+func (d *decoder) decodeDuration(path string, n *yaml.Node, v reflect.Value) {
+	if n.Kind != yaml.ScalarNode {
+		d.fail(path, n.Line, "%s is not a duration", kindName(n))
+		return
+	}
+	s := d.expand(path, n)
+	dur, err := time.ParseDuration(s)
+	if err != nil {
+		d.fail(path, n.Line, "%q is not a duration (e.g. 90s, 5m)", s)
+		return
+	}
+	if dur < 0 {
+		d.fail(path, n.Line, "%q is negative", s)
+		return
+	}
+	v.SetInt(int64(dur))
+}
+
+// decodeStruct reads a mapping into a struct by its yaml tags; a key the
+// struct does not have, or one given twice, is an error naming it.
+func (d *decoder) decodeStruct(path string, n *yaml.Node, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(path, n.Line, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	fields := map[string]int{}
+	for i := 0; i < v.NumField(); i++ {
+		tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			fields[tag] = i
+		}
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			d.fail(p, k.Line, "key given twice")
+			continue
+		}
+		seen[k.Value] = true
+		idx, ok := fields[k.Value]
+		if !ok {
+			d.fail(p, k.Line, "unknown key")
+			continue
+		}
+		d.lines[p] = k.Line
+		d.decode(p, val, v.Field(idx))
+	}
+}
+
+// decodeMap reads a mapping of named entries (outboxes.NAME, ...).
+func (d *decoder) decodeMap(path string, n *yaml.Node, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(path, n.Line, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		p := join(path, k.Value)
+		if v.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
+			d.fail(p, k.Line, "key given twice")
+			continue
+		}
+		d.lines[p] = k.Line
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.decode(p, val, elem)
+		if elem.Kind() == reflect.Pointer && elem.IsNil() {
+			// "name:" with nothing under it: an empty entry, so that
+			// validation names each missing key.
+			elem.Set(reflect.New(elem.Type().Elem()))
+		}
+		v.SetMapIndex(reflect.ValueOf(k.Value), elem)
+	}
+}
+
+// decodeScalar reads a string, boolean, whole number or number, with
+// ${VAR} expanded.
+func (d *decoder) decodeScalar(path string, n *yaml.Node, v reflect.Value) {
+	switch v.Kind() {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			d.fail(path, n.Line, "expected a string, got %s", kindName(n))
@@ -235,8 +263,6 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 			return
 		}
 		v.SetFloat(f)
-	default:
-		d.fail(path, n.Line, "cannot decode into %s", v.Type())
 	}
 }
 

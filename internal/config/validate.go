@@ -228,6 +228,53 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if len(o.Labels) > MaxLabels {
 		v.fail(p+".labels", "at most %d label columns, got %d", MaxLabels, len(o.Labels))
 	}
+	v.outboxLabels(p, o)
+	for k, col := range map[string]string{
+		"status": o.Status, "published_at": o.PublishedAt, "dead_at": o.DeadAt,
+		"lease_until": o.LeaseUntil, "claimed_at": o.ClaimedAt, "attempts": o.Attempts, "last_error": o.LastError,
+	} {
+		v.column(p+"."+k, col)
+	}
+	v.outboxStatuses(p, o)
+	if o.LeaseUntil != "" && o.ClaimedAt != "" {
+		v.fail(p+".claimed_at", "give lease_until or claimed_at with lease_ttl, not both")
+	}
+	if o.LeaseTTL > 0 && o.ClaimedAt == "" {
+		v.fail(p+".lease_ttl", "needs claimed_at")
+	}
+	if o.Deadline <= 0 {
+		v.fail(p+".deadline", "is required: the promised notification deadline, e.g. 5m")
+	}
+	if len(o.Deadlines) > 0 && len(o.Labels) == 0 {
+		v.fail(p+".deadlines", "overrides by the first label's value need labels")
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Deadlines)) {
+		if o.Deadlines[k] <= 0 {
+			v.fail(p+".deadlines."+k, "must be positive")
+		}
+	}
+	if o.MaxLabelValues < 1 {
+		v.fail(p+".max_label_values", "must be at least 1, got %d", o.MaxLabelValues)
+	}
+	if o.MaxCount < 1 {
+		v.fail(p+".max_count", "must be at least 1, got %d", o.MaxCount)
+	}
+	if o.SLOObjective <= 0 || o.SLOObjective >= 1 {
+		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
+	}
+	v.outboxTimeZone(p, o)
+	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
+		if pr.sql == "" {
+			continue
+		}
+		if err := CheckPredicate(pr.sql); err != nil {
+			v.fail(p+"."+pr.key, "must be one SQL predicate: it %v", err)
+		}
+	}
+}
+
+// outboxLabels checks the label columns' names.
+func (v *validator) outboxLabels(p string, o *Outbox) {
 	for _, l := range o.Labels {
 		lp := p + ".labels." + l.Name
 		if !labelRe.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
@@ -239,12 +286,11 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 			v.column(lp, l.Column)
 		}
 	}
-	for k, col := range map[string]string{
-		"status": o.Status, "published_at": o.PublishedAt, "dead_at": o.DeadAt,
-		"lease_until": o.LeaseUntil, "claimed_at": o.ClaimedAt, "attempts": o.Attempts, "last_error": o.LastError,
-	} {
-		v.column(p+"."+k, col)
-	}
+}
+
+// outboxStatuses checks the status values: each listed once, pending and
+// published given with a status column, none without one.
+func (v *validator) outboxStatuses(p string, o *Outbox) {
 	if o.Status != "" {
 		if len(o.Pending) == 0 {
 			v.fail(p+".pending", "is required with status: the status values of rows not yet claimed")
@@ -286,41 +332,6 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 			if len(vals) > 0 {
 				v.fail(p+"."+k, "status values need a status column")
 			}
-		}
-	}
-	if o.LeaseUntil != "" && o.ClaimedAt != "" {
-		v.fail(p+".claimed_at", "give lease_until or claimed_at with lease_ttl, not both")
-	}
-	if o.LeaseTTL > 0 && o.ClaimedAt == "" {
-		v.fail(p+".lease_ttl", "needs claimed_at")
-	}
-	if o.Deadline <= 0 {
-		v.fail(p+".deadline", "is required: the promised notification deadline, e.g. 5m")
-	}
-	if len(o.Deadlines) > 0 && len(o.Labels) == 0 {
-		v.fail(p+".deadlines", "overrides by the first label's value need labels")
-	}
-	for _, k := range slices.Sorted(maps.Keys(o.Deadlines)) {
-		if o.Deadlines[k] <= 0 {
-			v.fail(p+".deadlines."+k, "must be positive")
-		}
-	}
-	if o.MaxLabelValues < 1 {
-		v.fail(p+".max_label_values", "must be at least 1, got %d", o.MaxLabelValues)
-	}
-	if o.MaxCount < 1 {
-		v.fail(p+".max_count", "must be at least 1, got %d", o.MaxCount)
-	}
-	if o.SLOObjective <= 0 || o.SLOObjective >= 1 {
-		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
-	}
-	v.outboxTimeZone(p, o)
-	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
-		if pr.sql == "" {
-			continue
-		}
-		if err := CheckPredicate(pr.sql); err != nil {
-			v.fail(p+"."+pr.key, "must be one SQL predicate: it %v", err)
 		}
 	}
 }
