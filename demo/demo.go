@@ -26,6 +26,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
 )
 
 // Pipeline is a running demo pipeline.
@@ -114,7 +116,7 @@ func Start(ctx context.Context, opts Options, logger *slog.Logger) (_ *Pipeline,
 func (p *Pipeline) startKafka(ctx context.Context) error {
 	p.brokers = p.opts.KafkaBrokers
 	if len(p.brokers) == 0 {
-		port, err := freePort()
+		port, err := pgcluster.FreePort()
 		if err != nil {
 			return err
 		}

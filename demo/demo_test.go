@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
@@ -674,7 +675,7 @@ func TestRealBrokers(t *testing.T) {
 // running.
 func TestStartFailsCleanly(t *testing.T) {
 	before := runtime.NumGoroutine()
-	port, err := freePort()
+	port, err := pgcluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,17 +10,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
 )
 
 // TestThrowawayCluster points the demo at a local address nothing answers
 // on, so it makes its own cluster with initdb, runs the pipeline on it,
 // and removes every trace on Close.
 func TestThrowawayCluster(t *testing.T) {
-	if _, err := postgresBinDir(); err != nil {
+	if _, err := pgcluster.BinDir(); err != nil {
 		t.Fatalf("this test needs the PostgreSQL server binaries: %v", err)
 	}
 	before := runtime.NumGoroutine()
-	port, err := freePort()
+	port, err := pgcluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +35,11 @@ func TestThrowawayCluster(t *testing.T) {
 	if c == nil {
 		t.Fatalf("no throwaway cluster; the demo used %s", p.srv.source)
 	}
-	if !strings.Contains(p.DatabaseURL(), "127.0.0.1:"+strconv.Itoa(c.port)+"/outbox_demo") {
-		t.Errorf("demo database URL %s is not on the cluster's port %d", p.DatabaseURL(), c.port)
+	if !strings.Contains(p.DatabaseURL(), "127.0.0.1:"+strconv.Itoa(c.Port)+"/outbox_demo") {
+		t.Errorf("demo database URL %s is not on the cluster's port %d", p.DatabaseURL(), c.Port)
 	}
 	// Runs as an unprivileged user when we are root.
-	uid := procUID(t, c.cmd.Process.Pid)
+	uid := procUID(t, c.Pid())
 	if os.Geteuid() == 0 {
 		if uid == 0 {
 			t.Errorf("postgres runs as root")
@@ -57,7 +59,7 @@ func TestThrowawayCluster(t *testing.T) {
 	if listen != "127.0.0.1" || sockets != "" {
 		t.Errorf("listen_addresses %q, unix_socket_directories %q; want loopback TCP only", listen, sockets)
 	}
-	assertLoopbackOnly(t, "throwaway postgres", c.port)
+	assertLoopbackOnly(t, "throwaway postgres", c.Port)
 	eventually(t, 30*time.Second, "events published on the throwaway cluster", func() error {
 		if n := queryInt(t, p, `SELECT count(*) FROM search_index`); n < 10 {
 			return fmt.Errorf("%d indexed", n)
@@ -68,12 +70,12 @@ func TestThrowawayCluster(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 	select {
-	case <-c.done:
+	case <-c.Exited():
 	default:
 		t.Error("postgres still running after Close")
 	}
-	if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
-		t.Errorf("cluster folder %s left behind (%v)", c.dir, err)
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Errorf("cluster folder %s left behind (%v)", c.Dir, err)
 	}
 	assertGoroutinesBack(t, before)
 }
@@ -101,7 +103,7 @@ func TestFindServerPrefersTheURLGiven(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A URL that does not answer is an error, not a fallback.
-	port, _ := freePort()
+	port, _ := pgcluster.FreePort()
 	bad := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	if _, err := findServer(ctx, bad, DefaultLocalURL, discard()); err == nil {
 		t.Error("findServer accepted a database URL nothing answers on")
