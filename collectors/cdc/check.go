@@ -9,16 +9,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/checktext"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // CheckItem is one thing check verified.
-type CheckItem struct {
-	What   string
-	OK     bool
-	Detail string
-}
+type CheckItem = checktext.Item
 
 // CheckReport is what check found for one cdc entry.
 type CheckReport struct {
@@ -41,25 +38,7 @@ func (r *CheckReport) add(ok bool, what, format string, args ...any) {
 // Text renders the report for a person at a terminal.
 func (r *CheckReport) Text() string {
 	var b strings.Builder
-	verdict := "OK"
-	if !r.OK {
-		verdict = "NOT OK"
-	}
-	fmt.Fprintf(&b, "cdc %s (slot %s): %s\n", r.CDC, r.Slot, verdict)
-	for _, it := range r.Items {
-		mark := "ok  "
-		if !it.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(&b, "  %s %s", mark, it.What)
-		if it.Detail != "" {
-			fmt.Fprintf(&b, ": %s", it.Detail)
-		}
-		b.WriteString("\n")
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "  note %s\n", n)
-	}
+	checktext.Render(&b, fmt.Sprintf("cdc %s (slot %s)", r.CDC, r.Slot), r.OK, r.Items, r.Notes)
 	return b.String()
 }
 

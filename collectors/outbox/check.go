@@ -14,16 +14,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/checktext"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // CheckItem is one thing check verified.
-type CheckItem struct {
-	What   string `json:"what"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
-}
+type CheckItem = checktext.Item
 
 // CheckReport is what check found for one outbox.
 type CheckReport struct {
@@ -45,25 +42,7 @@ func (r *CheckReport) add(ok bool, what, format string, args ...any) {
 // Text renders the report for a person at a terminal.
 func (r *CheckReport) Text() string {
 	var b strings.Builder
-	verdict := "OK"
-	if !r.OK {
-		verdict = "NOT OK"
-	}
-	fmt.Fprintf(&b, "outbox %s (table %s): %s\n", r.Outbox, r.Table, verdict)
-	for _, it := range r.Items {
-		mark := "ok  "
-		if !it.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(&b, "  %s %s", mark, it.What)
-		if it.Detail != "" {
-			fmt.Fprintf(&b, ": %s", it.Detail)
-		}
-		b.WriteString("\n")
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "  note %s\n", n)
-	}
+	checktext.Render(&b, fmt.Sprintf("outbox %s (table %s)", r.Outbox, r.Table), r.OK, r.Items, r.Notes)
 	if len(r.Statements) > 0 {
 		b.WriteString("  create these indexes (they do not block writes):\n")
 		for _, s := range r.Statements {
