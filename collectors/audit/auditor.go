@@ -162,13 +162,17 @@ func New(name string, a *config.Audit, o *config.Outbox, k *config.Kafka, pool *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// Build a client once to report bad Kafka settings now; Start makes
-	// the tailer's own, positioned by the clock at that moment.
-	cl, err := kafkaclient.New(k, ConsumerOpts(a, time.Now())...)
+	// Report bad Kafka settings now; Start makes the tailer's client,
+	// positioned by the clock at that moment. The options are only
+	// validated: a client built with ConsumeTopics starts fetching at
+	// once, and closing it mid-fetch races inside kgo.
+	opts, err := kafkaclient.Opts(k)
 	if err != nil {
 		return nil, fmt.Errorf("audit %q: %w", name, err)
 	}
-	cl.Close()
+	if err := kgo.ValidateOpts(append(opts, ConsumerOpts(a, time.Now())...)...); err != nil {
+		return nil, fmt.Errorf("audit %q: kafka client: %w", name, err)
+	}
 	ord, err := newOrderTracker(a)
 	if err != nil {
 		return nil, fmt.Errorf("audit %q: %w", name, err)
