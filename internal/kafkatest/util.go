@@ -29,9 +29,15 @@ func freePorts(n int) ([]int, error) {
 
 // clusterID is a random KRaft cluster id (16 bytes, URL-safe base64).
 func clusterID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	return base64.RawURLEncoding.EncodeToString(u[:])
+	for {
+		var u [16]byte
+		_, _ = rand.Read(u[:])
+		// One id in 64 would start with '-', which kafka-storage's
+		// argument parser takes for an option: format then fails.
+		if id := base64.RawURLEncoding.EncodeToString(u[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it.
