@@ -185,20 +185,7 @@ func orderNeeds(o *config.Outbox) []columnNeed {
 // published sequence of the aggregate (the one that overtook it).
 func (s *Spec) stuckOrderQuery() string {
 	o := s.O
-	sel := []string{col(o.ID) + "::text"}
-	sel = append(sel, s.factExprs()...)
-	sel = append(sel, s.labelExprs()...)
-	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
-	if o.Attempts != "" {
-		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
-	} else {
-		sel = append(sel, "0::int8")
-	}
-	if o.LastError != "" {
-		sel = append(sel, "coalesce(left("+col(o.LastError)+"::text, "+strconv.Itoa(LastErrorChars)+"), '')")
-	} else {
-		sel = append(sel, "''::text")
-	}
+	sel := s.stuckColumns()
 	inner := make([]string, len(sel))
 	outer := make([]string, len(sel))
 	for i, x := range sel {

@@ -149,18 +149,9 @@ func (s *Spec) PublishedQuery() string {
 		col(o.PublishedAt), MaxPublishedRows)
 }
 
-// StuckQuery reads the oldest unpublished rows, at most $1. Columns:
-// id, facts..., labels..., age seconds, attempts, last_error (at most
-// 200 characters).
-//
-// Without labels the unpublished index is ordered by created_at and
-// serves ORDER BY created_at LIMIT directly. With labels it leads with
-// the label columns, so the query takes the $1 oldest rows of each label
-// combination (the skip-scan, then one index range each) and keeps the
-// $1 oldest of those: its cost follows the combinations, not the
-// backlog. Rows with a NULL label are read apart, unless the catalog
-// says the label columns are NOT NULL.
-func (s *Spec) StuckQuery() string {
+// stuckColumns are the columns of a stuck row: id, facts, labels, age in
+// seconds, attempts and the trimmed last error.
+func (s *Spec) stuckColumns() []string {
 	o := s.O
 	sel := []string{col(o.ID) + "::text"}
 	sel = append(sel, s.factExprs()...)
@@ -177,6 +168,23 @@ func (s *Spec) StuckQuery() string {
 	} else {
 		sel = append(sel, "''::text")
 	}
+	return sel
+}
+
+// StuckQuery reads the oldest unpublished rows, at most $1. Columns:
+// id, facts..., labels..., age seconds, attempts, last_error (at most
+// 200 characters).
+//
+// Without labels the unpublished index is ordered by created_at and
+// serves ORDER BY created_at LIMIT directly. With labels it leads with
+// the label columns, so the query takes the $1 oldest rows of each label
+// combination (the skip-scan, then one index range each) and keeps the
+// $1 oldest of those: its cost follows the combinations, not the
+// backlog. Rows with a NULL label are read apart, unless the catalog
+// says the label columns are NOT NULL.
+func (s *Spec) StuckQuery() string {
+	o := s.O
+	sel := s.stuckColumns()
 	up := s.UnpublishedPredicate()
 	if len(o.Labels) == 0 {
 		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
