@@ -246,17 +246,7 @@ func withOrder(ctx context.Context, tx pgx.Tx, spec *Spec, rows []StuckRow, limi
 			rows[i].Order = order
 			continue
 		}
-		r.State = spec.Rules.Classify(f)
-		r.UnknownResult = spec.Rules.Unknown(r.State, f)
-		r.LastError = TrimError(r.LastError, LastErrorChars)
-		vals := strs(labels)
-		if nl > 0 {
-			r.Labels = map[string]string{}
-			for i, l := range o.Labels {
-				r.Labels[l.Name] = vals[i]
-			}
-		}
-		r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
+		r.decide(spec, f, strs(labels))
 		r.Order = order
 		rows = append(rows, r)
 	}

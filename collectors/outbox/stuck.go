@@ -100,18 +100,8 @@ func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limi
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
 		}
-		r.State = spec.Rules.Classify(f)
-		r.UnknownResult = spec.Rules.Unknown(r.State, f)
-		r.LastError = TrimError(r.LastError, LastErrorChars)
 		r.ID = strings.ToValidUTF8(r.ID, "\uFFFD")
-		vals := strs(labels)
-		if nl > 0 {
-			r.Labels = map[string]string{}
-			for i, l := range o.Labels {
-				r.Labels[l.Name] = vals[i]
-			}
-		}
-		r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
+		r.decide(spec, f, strs(labels))
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -119,4 +109,21 @@ func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limi
 	}
 	rows.Close()
 	return withOrder(ctx, tx, spec, out, limit)
+}
+
+// decide fills in what a scanned stuck row's facts and label values say:
+// its state, whether its result is unknown, its labels and whether it is
+// past its deadline; and trims its last error.
+func (r *StuckRow) decide(spec *Spec, f Facts, vals []string) {
+	o := spec.O
+	r.State = spec.Rules.Classify(f)
+	r.UnknownResult = spec.Rules.Unknown(r.State, f)
+	r.LastError = TrimError(r.LastError, LastErrorChars)
+	if len(o.Labels) > 0 {
+		r.Labels = map[string]string{}
+		for i, l := range o.Labels {
+			r.Labels[l.Name] = vals[i]
+		}
+	}
+	r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
 }
