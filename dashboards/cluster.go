@@ -20,16 +20,7 @@ func clusterLabel(cfg *config.Config) string {
 func clusterVariable(cfg *config.Config) *dashboard.QueryVariableBuilder {
 	label := clusterLabel(cfg)
 	q := "label_values(outbox_exporter_build_info" + buildInfoSelector(cfg, label) + ", " + label + ")"
-	return dashboard.NewQueryVariableBuilder(label).
-		Label("Cluster").
-		Datasource(datasource()).
-		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
-		Definition(q).
-		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-		Sort(dashboard.VariableSortAlphabeticalAsc).
-		Multi(true).
-		IncludeAll(true).
-		AllValue(".+")
+	return queryVariable(label, "Cluster", q, ".+")
 }
 
 // clusterScoper rewrites the queries of a dashboard built without a

@@ -55,8 +55,14 @@ func newDashboard(cfg *config.Config, uid, title, description string) *dashboard
 // template-instance-rule want.
 func labelVariable(cfg *config.Config, label string) *dashboard.QueryVariableBuilder {
 	q := "label_values(outbox_exporter_build_info" + buildInfoSelector(cfg, label) + ", " + label + ")"
-	return dashboard.NewQueryVariableBuilder(label).
-		Label(strings.ToUpper(label[:1]) + label[1:]).
+	return queryVariable(label, strings.ToUpper(label[:1])+label[1:], q, ".+")
+}
+
+// queryVariable is a multi-value variable of label values from q, with
+// All matching allValue, refreshed when the time range changes.
+func queryVariable(name, title, q, allValue string) *dashboard.QueryVariableBuilder {
+	return dashboard.NewQueryVariableBuilder(name).
+		Label(title).
 		Datasource(datasource()).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
 		Definition(q).
@@ -64,7 +70,7 @@ func labelVariable(cfg *config.Config, label string) *dashboard.QueryVariableBui
 		Sort(dashboard.VariableSortAlphabeticalAsc).
 		Multi(true).
 		IncludeAll(true).
-		AllValue(".+")
+		AllValue(allValue)
 }
 
 // buildInfoSelector narrows a variable's values: to the configured
@@ -98,16 +104,7 @@ func sel(extra ...string) string {
 // without it).
 func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
 	q := "label_values(" + metric + sel() + ", " + label + ")"
-	return dashboard.NewQueryVariableBuilder(label).
-		Label(strings.ToUpper(label[:1]) + strings.ReplaceAll(label[1:], "_", " ")).
-		Datasource(datasource()).
-		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
-		Definition(q).
-		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-		Sort(dashboard.VariableSortAlphabeticalAsc).
-		Multi(true).
-		IncludeAll(true).
-		AllValue(".*")
+	return queryVariable(label, strings.ToUpper(label[:1])+strings.ReplaceAll(label[1:], "_", " "), q, ".*")
 }
 
 // outboxVariables are the filter variables of the outboxes' label columns
