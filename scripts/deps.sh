@@ -68,8 +68,11 @@ fetch() { # pom, folder
   [ -f "$dir/.complete" ] && return 0
   echo "deps: fetching $(basename "$(dirname "$pom")") into $dir"
   rm -rf "$dir"
-  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$PWD/$dir/libs" >/dev/null \
-    || { echo "scripts/deps.sh: maven could not fetch $pom" >&2; exit 1; }
+  local log
+  log=$(mktemp)
+  mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -DoutputDirectory="$PWD/$dir/libs" >"$log" 2>&1 \
+    || { cat "$log" >&2; rm -f "$log"; echo "scripts/deps.sh: maven could not fetch $pom" >&2; exit 1; }
+  rm -f "$log"
   touch "$dir/.complete"
 }
 kafka_version=$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' scripts/kafka/pom.xml)
