@@ -13,6 +13,24 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
 
+// openFenced makes a database with schema (SQL run as the superuser) and
+// a fenced pool of one session on it, closed when the test ends.
+func openFenced(t *testing.T, schema string) (context.Context, *pgtest.DB, *pgxpool.Pool) {
+	t.Helper()
+	db := pgtest.New(t)
+	if schema != "" {
+		db.Exec(t, schema)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pool, err := Open(ctx, fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return ctx, db, pool
+}
+
 func fencedPool(t *testing.T, db *pgtest.DB, conns int) *config.Database {
 	t.Helper()
 	return &config.Database{DSN: config.Secret(db.URL), MaxConnections: conns,
@@ -24,15 +42,8 @@ func fencedPool(t *testing.T, db *pgtest.DB, conns int) *config.Database {
 // session, writes nothing: the session is closed before the write, or
 // destroyed when released.
 func TestFenceRefusesSessionsTurnedReadWrite(t *testing.T) {
-	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := Open(ctx, fencedPool(t, db, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	ctx, db, pool := openFenced(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
+	var err error
 	const off = `SELECT set_config('default_transaction_read_only', 'off', false)`
 
 	// On one acquired session: the second statement must not run.
@@ -93,15 +104,8 @@ func assertUnwritten(t *testing.T, db *pgtest.DB) {
 // Through ReadOnly, set_config(..., false) is rolled back with the
 // transaction: the session stays read-only and pooled.
 func TestReadOnlyUndoesSetConfig(t *testing.T) {
-	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := Open(ctx, fencedPool(t, db, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	ctx, db, pool := openFenced(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
+	var err error
 	var pid1, pid2 int
 	err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('default_transaction_read_only', 'off', false)`); err != nil {
@@ -131,16 +135,9 @@ func TestReadOnlyUndoesSetConfig(t *testing.T) {
 }
 
 func TestPreparePredicates(t *testing.T) {
-	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE outbox (id int, attempts int, tenant text); CREATE TABLE written (n int); CREATE SEQUENCE seq;
+	ctx, db, pool := openFenced(t, `CREATE TABLE outbox (id int, attempts int, tenant text); CREATE TABLE written (n int); CREATE SEQUENCE seq;
 CREATE FUNCTION write_one() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT INTO written VALUES (1); RETURN true; END$$;`)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := Open(ctx, fencedPool(t, db, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	var err error
 	err = PreparePredicates(ctx, pool, "public.outbox",
 		Predicate{"outboxes.a.filter", "tenant = 'x' AND write_one() AND nextval('seq') > 0"},
 		Predicate{"outboxes.a.unknown_when", "attempts > 3"})
@@ -173,14 +170,8 @@ CREATE FUNCTION write_one() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT I
 // A session turned read-write below pgx (pgconn, which no tracer sees) is
 // not handed out again.
 func TestFenceDestroysTaintedSessions(t *testing.T) {
-	db := pgtest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := Open(ctx, fencedPool(t, db, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	ctx, _, pool := openFenced(t, "")
+	var err error
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -272,15 +263,8 @@ func TestStandardConformingStrings(t *testing.T) {
 // several statements and batches with a COMMIT after the first statement
 // are refused, and a caller's COMMIT keeps nothing.
 func TestFenceKeepsNothingCommitted(t *testing.T) {
-	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := Open(ctx, fencedPool(t, db, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	ctx, db, pool := openFenced(t, `CREATE TABLE written (n int); CREATE SEQUENCE seq;`)
+	var err error
 	if _, err := pool.Exec(ctx, `SELECT 1; COMMIT; SELECT lo_create(0)`); err == nil {
 		t.Error("a string of several statements ran")
 	}
