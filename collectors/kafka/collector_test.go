@@ -93,6 +93,19 @@ func commit(t *testing.T, adm *kadm.Client, group string, topic string, at map[i
 
 // scrape runs one Update and returns its series as "name{label values}"
 // -> value, and its error.
+// scrapeAt collects once with a new collector of k whose clock reads now,
+// and fails the test if the collection fails.
+func scrapeAt(t *testing.T, k *config.Kafka, now time.Time) map[string]float64 {
+	t.Helper()
+	c := newKafka(t, k)
+	c.now = func() time.Time { return now }
+	got, err := scrape(t, c, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	return got
+}
+
 func scrape(t *testing.T, c *Collector, timeout time.Duration) (map[string]float64, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -215,13 +228,8 @@ func lagExact(t *testing.T, e kenv, rule string) {
 	commit(t, adm, e.n("notifyx"), events, map[int32]int64{0: 0}) // regex is anchored: not "notify-"
 	commit(t, adm, e.n("other"), events, map[int32]int64{0: 0})
 
-	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
-	c.now = func() time.Time { return now }
-	got, err := scrape(t, c, 10*time.Second)
-	if err != nil {
-		t.Fatalf("Update: %v", err)
-	}
+	got := scrapeAt(t, k, now)
 	secs := func(offset int) float64 { return now.Sub(kafkaBase.Add(time.Duration(offset) * time.Second)).Seconds() }
 	// p0: 10-4, p1: 0; p2 (uncommitted) counts only by rule, 10-3 from
 	// the log start. Oldest unconsumed: p0 at 4, or p2 at its log start 3.

@@ -114,13 +114,7 @@ func TestKafkaRetentionMsDeletesUnconsumed(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	c := newKafka(t, k)
-	now := fresh.Add(time.Minute)
-	c.now = func() time.Time { return now }
-	got, err := scrape(t, c, 10*time.Second)
-	if err != nil {
-		t.Fatalf("Update: %v", err)
-	}
+	got := scrapeAt(t, k, fresh.Add(time.Minute))
 	wantSeries(t, got, map[string]float64{
 		lagKey("outbox_consumer_lag_messages", g, topic):            9,
 		lagKey("outbox_consumer_retention_lost_messages", g, topic): 4,
@@ -305,13 +299,8 @@ func TestKafkaJavaConsumerGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
-	c.now = func() time.Time { return now }
-	got, err := scrape(t, c, 10*time.Second)
-	if err != nil {
-		t.Fatalf("Update: %v", err)
-	}
+	got := scrapeAt(t, k, now)
 	want := map[string]float64{}
 	for _, proto := range []string{"classic", "consumer"} {
 		g := e.n(proto)
@@ -374,13 +363,8 @@ func TestKafkaCompactedCommit(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	c := newKafka(t, k)
 	now := kafkaBase.Add(time.Hour)
-	c.now = func() time.Time { return now }
-	got, err := scrape(t, c, 10*time.Second)
-	if err != nil {
-		t.Fatalf("Update: %v", err)
-	}
+	got := scrapeAt(t, k, now)
 	wantSeries(t, got, map[string]float64{
 		lagKey("outbox_consumer_lag_messages", g, topic):            11 - 2,
 		lagKey("outbox_consumer_retention_lost_messages", g, topic): 0,
