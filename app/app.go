@@ -284,6 +284,15 @@ func (a *App) Stuck(ctx context.Context, name string, limit int) ([]outbox.Stuck
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownOutbox, name)
 	}
+	if entry, e, ok := a.Config.CDCFor(name); ok {
+		// Published by a slot: only the rows behind it are stuck.
+		st, err := a.cdc[e.Database].State(ctx, entry)
+		if err != nil {
+			return nil, fmt.Errorf("stuck rows of outbox %q, published by a replication slot whose confirmed time is unknown: %w", name, err)
+		}
+		return outbox.StuckBehind(ctx, a.Pools[o.Database], name, o, limit, outbox.DefaultBehindLookback,
+			outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound})
+	}
 	return outbox.Stuck(ctx, a.Pools[o.Database], name, o, limit)
 }
 

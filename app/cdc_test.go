@@ -187,6 +187,14 @@ cdc:
 	if late, _ := s.value(t, "outbox_past_deadline_events", map[string]string{"outbox": "orders", "kind": "b"}); late != 0 {
 		t.Errorf("fresh rows past the deadline: %v", late)
 	}
+	// The stuck rows the page and /api/v1/stuck list are the same rows.
+	stuck, err := a.Stuck(ctx, "orders", 10)
+	if err != nil || len(stuck) != 2 || stuck[0].Labels["kind"] != "b" || stuck[1].Labels["kind"] != "b" {
+		t.Errorf("stuck rows behind the slot: %+v, %v; want the two rows of b", stuck, err)
+	}
+	if _, err := a.Stuck(ctx, "ghost", 10); err == nil {
+		t.Error("stuck rows of the outbox of a missing slot were listed")
+	}
 
 	// Caught up: the outbox reads the slot's state of this scrape or the
 	// one before, so after two scrapes nothing is pending, though every
@@ -199,6 +207,9 @@ cdc:
 	}
 	if age, ok := s.value(t, "outbox_oldest_pending_age_seconds", map[string]string{"outbox": "orders", "kind": "a"}); !ok || age != 0 {
 		t.Errorf("caught up: oldest age of a %v (present %v), want 0", age, ok)
+	}
+	if stuck, err := a.Stuck(ctx, "orders", 10); err != nil || len(stuck) != 0 {
+		t.Errorf("caught up: stuck rows %+v, %v; want none", stuck, err)
 	}
 	ghost(s)
 }
