@@ -4,14 +4,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
@@ -148,6 +154,32 @@ cdc:
 		t.Fatal(err)
 	}
 	defer a.Close()
+	// The slot's confirmed time is exact to the interval between two
+	// samples its collector keeps, and it keeps them HistoryMinGap apart
+	// (a closer one replaces the newest). So the scrapes around the
+	// transactions and the advances wait until the server's clock is
+	// that far past the newest sample: the samples then lie between the
+	// transactions and the advances, whatever the machine's speed.
+	spacedScrape := func() scraped {
+		t.Helper()
+		samples := a.cdc["main"].History().Samples()
+		last := samples[len(samples)-1].At
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var now time.Time
+			if err := admin.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+				t.Fatal(err)
+			}
+			if now.Sub(last) > cdc.HistoryMinGap {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the server's clock did not pass %v", last.Add(cdc.HistoryMinGap))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return scrapeApp(t, a)
+	}
 	ghost := func(s scraped) {
 		t.Helper()
 		if s.success(t, "outbox", "ghost") != 0 {
@@ -165,7 +197,8 @@ cdc:
 
 	// Three rows created two minutes before they commit, behind the slot.
 	exec(`INSERT INTO outbox (created_at, kind) SELECT clock_timestamp() - interval '2 minutes', 'a' FROM generate_series(1, 3)`)
-	s = scrapeApp(t, a)
+	s = spacedScrape()
+	behind := s
 	age, _ := s.value(t, "outbox_oldest_pending_age_seconds", map[string]string{"outbox": "orders", "kind": "a"})
 	late, _ := s.value(t, "outbox_past_deadline_events", map[string]string{"outbox": "orders", "kind": "a"})
 	if s.pending(t, "orders", "a") != 3 || age < 120 || late != 3 {
@@ -178,9 +211,9 @@ cdc:
 	// is advanced a scrape before the new rows, so that its confirmed
 	// time, exact to one collection, lies between the two transactions.
 	advance()
-	scrapeApp(t, a)
+	spacedScrape()
 	exec(`INSERT INTO outbox (kind) VALUES ('b'), ('b')`)
-	s = scrapeApp(t, a)
+	s = spacedScrape()
 	if s.pending(t, "orders", "a") != 0 || s.pending(t, "orders", "b") != 2 {
 		t.Errorf("after the advance: pending a %v (want 0: published), b %v (want 2)", s.pending(t, "orders", "a"), s.pending(t, "orders", "b"))
 	}
@@ -200,8 +233,8 @@ cdc:
 	// one before, so after two scrapes nothing is pending, though every
 	// row is still kept in the table.
 	advance()
-	scrapeApp(t, a)
-	s = scrapeApp(t, a)
+	spacedScrape()
+	s = spacedScrape()
 	if s.pending(t, "orders", "a") != 0 || s.pending(t, "orders", "b") != 0 {
 		t.Errorf("caught up: pending a %v, b %v, want 0", s.pending(t, "orders", "a"), s.pending(t, "orders", "b"))
 	}
@@ -211,6 +244,7 @@ cdc:
 	if stuck, err := a.Stuck(ctx, "orders", 10); err != nil || len(stuck) != 0 {
 		t.Errorf("caught up: stuck rows %+v, %v; want none", stuck, err)
 	}
+	promtoolDeadline(t, cfg, "orders", "a", behind, s)
 	ghost(s)
 }
 
@@ -259,5 +293,75 @@ cdc:
 	}
 	if a3.cdc["billing"] == a1.cdc["billing"] {
 		t.Error("a changed deadline kept billing's cdc collector")
+	}
+}
+
+// promtoolDeadline evaluates the generated OutboxNotificationDeadlineMissed
+// rule of outbox on its real series: the scrape behind the slot for the
+// first five minutes, the caught-up scrape after. It fires for kind
+// (with the rule's one minute of for) while behind, and not once caught
+// up.
+func promtoolDeadline(t *testing.T, cfg *config.Config, outbox, kind string, behind, caught scraped) {
+	t.Helper()
+	f, err := alerts.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept alerts.File
+	for _, g := range f.Groups {
+		var rs []alerts.Rule
+		for _, r := range g.Rules {
+			if r.Alert == "OutboxNotificationDeadlineMissed" && r.Labels["outbox"] == outbox {
+				r.Annotations = nil
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) > 0 {
+			g.Rules = rs
+			kept.Groups = append(kept.Groups, g)
+		}
+	}
+	if len(kept.Groups) == 0 {
+		t.Fatalf("no OutboxNotificationDeadlineMissed rule for outbox %s", outbox)
+	}
+	rules, err := alerts.Marshal(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	sb.WriteString("rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n")
+	for _, name := range []string{"outbox_oldest_pending_age_seconds", "outbox_deadline_seconds"} {
+		ls := map[string]string{"outbox": outbox, "kind": kind}
+		b, ok1 := behind.value(t, name, ls)
+		c, ok2 := caught.value(t, name, ls)
+		if !ok1 || !ok2 {
+			t.Fatalf("%s%v: behind %v, caught up %v: missing", name, ls, ok1, ok2)
+		}
+		vals := strings.TrimSpace(strings.Repeat(fmt.Sprintf("%g ", b), 5) + strings.Repeat(fmt.Sprintf("%g ", c), 5))
+		fmt.Fprintf(&sb, "      - series: '%s{job=\"outbox_exporter\", outbox=%q, kind=%q}'\n        values: '%s'\n", name, outbox, kind, vals)
+	}
+	fmt.Fprintf(&sb, `    alert_rule_test:
+      - eval_time: 3m
+        alertname: OutboxNotificationDeadlineMissed
+        exp_alerts:
+          - exp_labels: {severity: critical, job: outbox_exporter, outbox: %s, kind: %s}
+      - eval_time: 8m
+        alertname: OutboxNotificationDeadlineMissed
+        exp_alerts: []
+`, outbox, kind)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	test := filepath.Join(dir, "test.yml")
+	if err := os.WriteFile(test, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed; apt-get install -y prometheus")
+	}
+	if out, err := exec.Command(promtool, "test", "rules", test).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules on the exporter's real values: %v\n%s\n%s", err, out, sb.String())
 	}
 }

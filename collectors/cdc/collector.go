@@ -52,6 +52,11 @@ type watched struct {
 	status         [][2]prometheus.Metric // by WALStatuses index, then 0 or 1
 }
 
+// HistoryMinGap is how far apart a collector's history keeps its samples:
+// a collection closer than this to the sample before the newest replaces
+// the newest (History).
+const HistoryMinGap = time.Second
+
 // Collector watches the slots of one configured database. All its slots
 // are read in one statement, and one History of the server's WAL position
 // serves them all: the position is the server's, not a slot's.
@@ -78,7 +83,7 @@ type Collector struct {
 func NewCollector(database string, entries map[string]*config.CDC, db pg.Beginner, logger *slog.Logger) *Collector {
 	c := &Collector{database: database, db: db, logger: logger, last: map[string]SlotState{},
 		failed: map[string]error{}, ready: make(chan struct{}),
-		hist: NewHistory(DefaultHistorySize, time.Second)}
+		hist: NewHistory(DefaultHistorySize, HistoryMinGap)}
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
 		w := watched{cdc: name, slot: e.Slot, deadline: e.Deadline,
