@@ -85,7 +85,7 @@ func Check(ctx context.Context, db pg.Beginner, name string, e *config.CDC, o *c
 		if f.commitTS == "on" {
 			r.add(true, "track_commit_timestamp", "on: rows of outbox %s committed after the slot's confirmed time are the pending ones", e.Outbox)
 		} else {
-			r.add(false, "track_commit_timestamp", "off: the exporter cannot see which rows of outbox %s are still behind the slot, nor their age; only the slot's lag pages. Set track_commit_timestamp = on (needs a server restart; only commits after it carry a time)", e.Outbox)
+			r.add(false, "track_commit_timestamp", "off: the exporter cannot see which rows of outbox %s are still behind the slot, nor their age: that outbox's collection fails, naming the setting, and only the slot's lag pages. Set track_commit_timestamp = on (needs a server restart; only commits after it carry a time)", e.Outbox)
 		}
 	}
 	return r, nil
