@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -371,7 +373,11 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 		INSERT INTO big (created_at, kind, region) SELECT now() - (g * interval '30 seconds'), 'k' || (g % 5), 'eu' FROM generate_series(1, 86400) g;
 		CREATE INDEX big_created ON big (created_at); CREATE INDEX big_labels ON big (kind, region, created_at); ANALYZE big`)
 	o := behindOutbox("big")
-	var plans []string
+	confirmed := time.Now().Add(-10 * time.Minute)
+	var (
+		plans          []string
+		window, readIn int64
+	)
 	err := pg.ReadOnly(ctx, s.ro, func(tx pgx.Tx) error {
 		cols, err := Introspect(ctx, tx, o.Table)
 		if err != nil {
@@ -382,9 +388,38 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 			return err
 		}
 		spec.behind = DefaultBehindLookback
-		if _, err := tx.Exec(ctx, confirmedQuery, time.Now().Add(-10*time.Minute)); err != nil {
+		if _, err := tx.Exec(ctx, confirmedQuery, confirmed); err != nil {
 			return err
 		}
+		// The rows the state query reads from the index are exactly those
+		// of the lookback's range: the rows behind (here all of them: the
+		// table was filled by one transaction, after the confirmed time)
+		// plus those the commit-time filter drops.
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM big WHERE created_at >= $1`, confirmed.Add(-DefaultBehindLookback)).Scan(&window); err != nil {
+			return err
+		}
+		var lines []string
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+spec.StateQuery())
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				return err
+			}
+			lines = append(lines, line)
+			for _, re := range []*regexp.Regexp{regexp.MustCompile(`Index Scan .*actual rows=(\d+)`), regexp.MustCompile(`Rows Removed by Filter: (\d+)`)} {
+				if m := re.FindStringSubmatch(line); m != nil {
+					n, _ := strconv.ParseInt(m[1], 10, 64)
+					readIn += n
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		t.Logf("state query, analysed:\n%s", strings.Join(lines, "\n"))
 		for i, q := range []string{spec.StateQuery(), spec.OldestQuery(), spec.StuckQuery()} {
 			name := fmt.Sprintf("behind_%d", i)
 			if _, err := tx.Prepare(ctx, name, q); err != nil {
@@ -415,6 +450,10 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Logf("read %d rows through the index; %d rows in the lookback's range of the %d in the table", readIn, window, 86400)
+	if readIn != window || window == 0 || window > 1000 {
+		t.Errorf("the state query read %d rows, the lookback's range holds %d", readIn, window)
 	}
 	for i, plan := range plans {
 		t.Logf("plan %d:\n%s", i, plan)
