@@ -39,8 +39,9 @@ type App struct {
 	cdc     map[string]*cdc.Collector // by database
 	running map[string]bool           // audits already started (kept from a reload)
 	// owned are the closers of what this App opened or kept, by part
-	// ("db/NAME", "kafka/NAME", "cdc/DATABASE", "audit/NAME", "reconcile"), closed in
-	// reverse order of order; a part kept by the next App is handed over.
+	// ("db/NAME", "kafka/NAME", "cdc/DATABASE", "audit/NAME",
+	// "reconcile"), closed in reverse order of order; a part kept by the
+	// next App is handed over.
 	owned map[string]func()
 	order []string
 }
