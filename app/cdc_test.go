@@ -111,75 +111,8 @@ func (s scraped) pending(t *testing.T, outbox, kind string) float64 {
 func TestOutboxBehindSlotWired(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := cdctest.Start(ctx, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-	})
-	admin, err := pgxpool.New(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := admin.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec(`CREATE TABLE outbox (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), kind text NOT NULL);
-		CREATE INDEX ON outbox (created_at); CREATE INDEX ON outbox (kind, created_at)`)
-	exec(`SELECT pg_create_logical_replication_slot('orders_slot', 'test_decoding')`)
-	advance := func() { exec(`SELECT pg_replication_slot_advance('orders_slot', pg_current_wal_lsn())`) }
-	yml := fmt.Sprintf(`
-databases:
-  main: {dsn: %q}
-outboxes:
-  orders: {database: main, table: public.outbox, id: id, created_at: created_at, labels: {kind: kind}, deadline: 1m}
-  ghost: {database: main, table: public.outbox, id: id, created_at: created_at, deadline: 1m}
-cdc:
-  orders: {database: main, slot: orders_slot, deadline: 5m, outbox: orders}
-  ghost: {database: main, slot: no_such_slot, deadline: 5m, outbox: ghost}
-`, c.URL("postgres"))
-	cfg, err := config.Parse([]byte(yml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Build(ctx, cfg, testutil.Quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	// The slot's confirmed time is exact to the interval between two
-	// samples its collector keeps, and it keeps them HistoryMinGap apart
-	// (a closer one replaces the newest). So the scrapes around the
-	// transactions and the advances wait until the server's clock is
-	// that far past the newest sample: the samples then lie between the
-	// transactions and the advances, whatever the machine's speed.
-	spacedScrape := func() scraped {
-		t.Helper()
-		samples := a.cdc["main"].History().Samples()
-		last := samples[len(samples)-1].At
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var now time.Time
-			if err := admin.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-				t.Fatal(err)
-			}
-			if now.Sub(last) > cdc.HistoryMinGap {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the server's clock did not pass %v", last.Add(cdc.HistoryMinGap))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return scrapeApp(t, a)
-	}
+	ba := startBehindApp(ctx, t)
+	a, cfg := ba.a, ba.cfg
 	ghost := func(s scraped) {
 		t.Helper()
 		if s.success(t, "outbox", "ghost") != 0 {
@@ -196,8 +129,8 @@ cdc:
 	ghost(s)
 
 	// Three rows created two minutes before they commit, behind the slot.
-	exec(`INSERT INTO outbox (created_at, kind) SELECT clock_timestamp() - interval '2 minutes', 'a' FROM generate_series(1, 3)`)
-	s = spacedScrape()
+	ba.exec(t, `INSERT INTO outbox (created_at, kind) SELECT clock_timestamp() - interval '2 minutes', 'a' FROM generate_series(1, 3)`)
+	s = ba.spacedScrape(t)
 	behind := s
 	age, _ := s.value(t, "outbox_oldest_pending_age_seconds", map[string]string{"outbox": "orders", "kind": "a"})
 	late, _ := s.value(t, "outbox_past_deadline_events", map[string]string{"outbox": "orders", "kind": "a"})
@@ -210,10 +143,10 @@ cdc:
 	// The connector publishes them; two more rows come behind. The slot
 	// is advanced a scrape before the new rows, so that its confirmed
 	// time, exact to one collection, lies between the two transactions.
-	advance()
-	spacedScrape()
-	exec(`INSERT INTO outbox (kind) VALUES ('b'), ('b')`)
-	s = spacedScrape()
+	ba.advance(t)
+	ba.spacedScrape(t)
+	ba.exec(t, `INSERT INTO outbox (kind) VALUES ('b'), ('b')`)
+	s = ba.spacedScrape(t)
 	if s.pending(t, "orders", "a") != 0 || s.pending(t, "orders", "b") != 2 {
 		t.Errorf("after the advance: pending a %v (want 0: published), b %v (want 2)", s.pending(t, "orders", "a"), s.pending(t, "orders", "b"))
 	}
@@ -232,9 +165,9 @@ cdc:
 	// Caught up: the outbox reads the slot's state of this scrape or the
 	// one before, so after two scrapes nothing is pending, though every
 	// row is still kept in the table.
-	advance()
-	spacedScrape()
-	s = spacedScrape()
+	ba.advance(t)
+	ba.spacedScrape(t)
+	s = ba.spacedScrape(t)
 	if s.pending(t, "orders", "a") != 0 || s.pending(t, "orders", "b") != 0 {
 		t.Errorf("caught up: pending a %v, b %v, want 0", s.pending(t, "orders", "a"), s.pending(t, "orders", "b"))
 	}
@@ -246,6 +179,99 @@ cdc:
 	}
 	promtoolDeadline(t, cfg, "orders", "a", behind, s)
 	ghost(s)
+}
+
+// behindApp is an App on a throwaway cluster (wal_level = logical,
+// track_commit_timestamp = on) with the outbox table public.outbox,
+// logical slot orders_slot, and two outboxes on the table: orders,
+// published by the slot (labelled by kind), and ghost, linked to a slot
+// that does not exist.
+type behindApp struct {
+	a     *App
+	cfg   *config.Config
+	admin *pgxpool.Pool
+}
+
+func startBehindApp(ctx context.Context, t *testing.T) *behindApp {
+	t.Helper()
+	c, err := cdctest.Start(ctx, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+	})
+	admin, err := pgxpool.New(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	ba := &behindApp{admin: admin}
+	ba.exec(t, `CREATE TABLE outbox (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), kind text NOT NULL);
+		CREATE INDEX ON outbox (created_at); CREATE INDEX ON outbox (kind, created_at)`)
+	ba.exec(t, `SELECT pg_create_logical_replication_slot('orders_slot', 'test_decoding')`)
+	yml := fmt.Sprintf(`
+databases:
+  main: {dsn: %q}
+outboxes:
+  orders: {database: main, table: public.outbox, id: id, created_at: created_at, labels: {kind: kind}, deadline: 1m}
+  ghost: {database: main, table: public.outbox, id: id, created_at: created_at, deadline: 1m}
+cdc:
+  orders: {database: main, slot: orders_slot, deadline: 5m, outbox: orders}
+  ghost: {database: main, slot: no_such_slot, deadline: 5m, outbox: ghost}
+`, c.URL("postgres"))
+	cfg, err := config.Parse([]byte(yml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Build(ctx, cfg, testutil.Quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	ba.a, ba.cfg = a, cfg
+	return ba
+}
+
+func (ba *behindApp) exec(t *testing.T, sql string) {
+	t.Helper()
+	if _, err := ba.admin.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// advance plays the connector: it confirms everything written so far.
+func (ba *behindApp) advance(t *testing.T) {
+	ba.exec(t, `SELECT pg_replication_slot_advance('orders_slot', pg_current_wal_lsn())`)
+}
+
+// spacedScrape scrapes once the server's clock is HistoryMinGap past the
+// slot collector's newest sample. The slot's confirmed time is exact to
+// the interval between two samples the collector keeps, and it keeps
+// them HistoryMinGap apart (a closer one replaces the newest); so the
+// samples then lie between the transactions and the advances, whatever
+// the machine's speed.
+func (ba *behindApp) spacedScrape(t *testing.T) scraped {
+	t.Helper()
+	samples := ba.a.cdc["main"].History().Samples()
+	last := samples[len(samples)-1].At
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var now time.Time
+		if err := ba.admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		if now.Sub(last) > cdc.HistoryMinGap {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's clock did not pass %v", last.Add(cdc.HistoryMinGap))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return scrapeApp(t, ba.a)
 }
 
 // A reload keeps an unchanged cdc collector, and with it the WAL history

@@ -113,144 +113,171 @@ type want struct {
 func TestBehindSlotOracle(t *testing.T) {
 	s := startCommitTS(t)
 	ctx := context.Background()
-	var pendingSeen, confirmedSeen int64
+	var behind, confirmed int
 	for seed := uint64(1); seed <= 4; seed++ {
 		table := fmt.Sprintf("ob_%d", seed)
-		s.exec(t, fmt.Sprintf(`CREATE TABLE %[1]s (id bigserial PRIMARY KEY, tx int NOT NULL, created_at timestamptz NOT NULL, kind text NOT NULL, region text);
-			CREATE INDEX ON %[1]s (created_at); CREATE INDEX ON %[1]s (kind, region, created_at)`, table))
 		r := rand.New(rand.NewPCG(seed, 18))
-		const txs = 12
-		for j := 0; j < txs; j++ {
-			b := &pgx.Batch{}
-			for k := 0; k < 1+r.IntN(6); k++ {
-				var region any = []string{"eu", "us"}[r.IntN(2)]
-				if r.IntN(5) == 0 {
-					region = nil
-				}
-				// Fresh, past the minute, past k0's ten minutes: all well
-				// inside the lookback.
-				age := []time.Duration{time.Duration(r.IntN(20)) * time.Second, 2*time.Minute + time.Duration(r.IntN(60))*time.Second, 20 * time.Minute}[r.IntN(3)]
-				b.Queue(`INSERT INTO `+table+` (tx, created_at, kind, region) VALUES ($1, clock_timestamp() - $2::interval, $3, $4)`,
-					j, age.String(), fmt.Sprintf("k%d", r.IntN(6)), region)
-			}
-			if err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		commits := make([]time.Time, txs)
-		rows, err := s.admin.Query(ctx, `SELECT tx, max(pg_xact_commit_timestamp(xmin)) FROM `+table+` GROUP BY tx`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var (
-				j  int
-				at time.Time
-			)
-			if err := rows.Scan(&j, &at); err != nil {
-				t.Fatal(err)
-			}
-			commits[j] = at
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		j := r.IntN(txs - 1)
-		confirmed := commits[j] // at a commit: that transaction is published
+		commits := seedBehind(t, s, table, r)
+		j := r.IntN(len(commits) - 1)
+		at := commits[j] // at a commit: that transaction is published
 		switch seed % 3 {
 		case 1:
-			confirmed = commits[j].Add(commits[j+1].Sub(commits[j]) / 2)
+			at = commits[j].Add(commits[j+1].Sub(commits[j]) / 2)
 		case 2:
-			confirmed = commits[0].Add(-time.Second) // nothing published yet
+			at = commits[0].Add(-time.Second) // nothing published yet
 		}
 		o := behindOutbox(table)
 		smp := NewSampler(table, o)
 		smp.PublishedBySlot(DefaultBehindLookback)
 		before := s.clock(t)
-		snap, err := smp.SampleBehind(ctx, s.ro, Confirmed{At: confirmed})
+		snap, err := smp.SampleBehind(ctx, s.ro, Confirmed{At: at})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		after := s.clock(t)
+		wants, nb, nc := behindOracle(t, s, table, smp, at, before, after)
+		behind, confirmed = behind+nb, confirmed+nc
+		compareBehind(t, seed, wants, snap, before, after)
+	}
+	// The seeds must exercise both sides of the slot.
+	if behind == 0 || confirmed == 0 {
+		t.Fatalf("seeds gave %d rows behind and %d confirmed: they decide nothing", behind, confirmed)
+	}
+}
 
-		wants := map[string]*want{}
-		all, err := s.admin.Query(ctx, `SELECT kind, region, created_at, pg_xact_commit_timestamp(xmin) FROM `+table)
-		if err != nil {
+// seedBehind creates table and commits a dozen transactions of a few rows
+// each, and returns each transaction's commit time.
+func seedBehind(t *testing.T, s *commitTS, table string, r *rand.Rand) []time.Time {
+	t.Helper()
+	ctx := context.Background()
+	s.exec(t, fmt.Sprintf(`CREATE TABLE %[1]s (id bigserial PRIMARY KEY, tx int NOT NULL, created_at timestamptz NOT NULL, kind text NOT NULL, region text);
+		CREATE INDEX ON %[1]s (created_at); CREATE INDEX ON %[1]s (kind, region, created_at)`, table))
+	const txs = 12
+	for j := 0; j < txs; j++ {
+		b := &pgx.Batch{}
+		for k := 0; k < 1+r.IntN(6); k++ {
+			var region any = []string{"eu", "us"}[r.IntN(2)]
+			if r.IntN(5) == 0 {
+				region = nil
+			}
+			// Fresh, past the minute, past k0's ten minutes: all well
+			// inside the lookback.
+			age := []time.Duration{time.Duration(r.IntN(20)) * time.Second, 2*time.Minute + time.Duration(r.IntN(60))*time.Second, 20 * time.Minute}[r.IntN(3)]
+			b.Queue(`INSERT INTO `+table+` (tx, created_at, kind, region) VALUES ($1, clock_timestamp() - $2::interval, $3, $4)`,
+				j, age.String(), fmt.Sprintf("k%d", r.IntN(6)), region)
+		}
+		if err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
 			t.Fatal(err)
-		}
-		for all.Next() {
-			var (
-				kind   string
-				region *string
-				made   time.Time
-				commit *time.Time
-			)
-			if err := all.Scan(&kind, &region, &made, &commit); err != nil {
-				t.Fatal(err)
-			}
-			if commit == nil {
-				t.Fatalf("seed %d: a row without a commit time with track_commit_timestamp on", seed)
-			}
-			if !IsBehind(commit, confirmed) {
-				confirmedSeen++
-				continue
-			}
-			pendingSeen++
-			vals := strs([]*string{&kind, region})
-			key := joinLabels(smp.Fold(vals))
-			w := wants[key]
-			if w == nil {
-				w = &want{}
-				wants[key] = w
-			}
-			w.pending++
-			if w.oldest.IsZero() || made.Before(w.oldest) {
-				w.oldest = made
-			}
-			d := Deadline(o, vals)
-			if made.Before(before.Add(-d)) {
-				w.surelyLate++
-			}
-			if made.Before(after.Add(-d)) {
-				w.maybeLate++
-			}
-		}
-		if err := all.Err(); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]Series{}
-		for _, se := range snap.Series {
-			got[joinLabels(se.Labels)] = se
-		}
-		for key, w := range wants {
-			se, ok := got[key]
-			if !ok {
-				t.Errorf("seed %d: no series %q; want %+v", seed, key, *w)
-				continue
-			}
-			if int64(se.Events[Pending]) != w.pending {
-				t.Errorf("seed %d %q: pending %v, the oracle %d", seed, key, se.Events[Pending], w.pending)
-			}
-			lo, hi := before.Sub(w.oldest).Seconds()-1e-3, after.Sub(w.oldest).Seconds()+1e-3
-			if se.OldestAge < lo || se.OldestAge > hi {
-				t.Errorf("seed %d %q: oldest age %v, the oracle [%v, %v]", seed, key, se.OldestAge, lo, hi)
-			}
-			if int64(se.PastDeadline) < w.surelyLate || int64(se.PastDeadline) > w.maybeLate {
-				t.Errorf("seed %d %q: past deadline %v, the oracle [%d, %d]", seed, key, se.PastDeadline, w.surelyLate, w.maybeLate)
-			}
-		}
-		for key, se := range got {
-			if wants[key] == nil && (se.Events[Pending] != 0 || se.OldestAge != 0 || se.PastDeadline != 0) {
-				t.Errorf("seed %d %q: %+v, but no row of it is behind the slot", seed, key, se)
-			}
-		}
-		if snap.Capped {
-			t.Errorf("seed %d: capped", seed)
 		}
 	}
-	// The seeds must exercise both sides of the slot and the folding.
-	if pendingSeen == 0 || confirmedSeen == 0 {
-		t.Fatalf("seeds gave %d rows behind and %d confirmed: they decide nothing", pendingSeen, confirmedSeen)
+	commits := make([]time.Time, txs)
+	rows, err := s.admin.Query(ctx, `SELECT tx, max(pg_xact_commit_timestamp(xmin)) FROM `+table+` GROUP BY tx`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			j  int
+			at time.Time
+		)
+		if err := rows.Scan(&j, &at); err != nil {
+			t.Fatal(err)
+		}
+		commits[j] = at
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return commits
+}
+
+// behindOracle reads every row of table with its commit time and returns
+// what each series should show, keyed by the sampler's folded labels, and
+// how many rows are behind and confirmed.
+func behindOracle(t *testing.T, s *commitTS, table string, smp *Sampler, at, before, after time.Time) (map[string]*want, int, int) {
+	t.Helper()
+	wants := map[string]*want{}
+	var behind, confirmed int
+	all, err := s.admin.Query(context.Background(), `SELECT kind, region, created_at, pg_xact_commit_timestamp(xmin) FROM `+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	for all.Next() {
+		var (
+			kind   string
+			region *string
+			made   time.Time
+			commit *time.Time
+		)
+		if err := all.Scan(&kind, &region, &made, &commit); err != nil {
+			t.Fatal(err)
+		}
+		if commit == nil {
+			t.Fatalf("%s: a row without a commit time with track_commit_timestamp on", table)
+		}
+		if !IsBehind(commit, at) {
+			confirmed++
+			continue
+		}
+		behind++
+		vals := strs([]*string{&kind, region})
+		key := joinLabels(smp.Fold(vals))
+		w := wants[key]
+		if w == nil {
+			w = &want{}
+			wants[key] = w
+		}
+		w.pending++
+		if w.oldest.IsZero() || made.Before(w.oldest) {
+			w.oldest = made
+		}
+		d := Deadline(smp.o, vals)
+		if made.Before(before.Add(-d)) {
+			w.surelyLate++
+		}
+		if made.Before(after.Add(-d)) {
+			w.maybeLate++
+		}
+	}
+	if err := all.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return wants, behind, confirmed
+}
+
+// compareBehind compares a sample's series with the oracle's.
+func compareBehind(t *testing.T, seed uint64, wants map[string]*want, snap *Snapshot, before, after time.Time) {
+	t.Helper()
+	got := map[string]Series{}
+	for _, se := range snap.Series {
+		got[joinLabels(se.Labels)] = se
+	}
+	for key, w := range wants {
+		se, ok := got[key]
+		if !ok {
+			t.Errorf("seed %d: no series %q; want %+v", seed, key, *w)
+			continue
+		}
+		if int64(se.Events[Pending]) != w.pending {
+			t.Errorf("seed %d %q: pending %v, the oracle %d", seed, key, se.Events[Pending], w.pending)
+		}
+		lo, hi := before.Sub(w.oldest).Seconds()-1e-3, after.Sub(w.oldest).Seconds()+1e-3
+		if se.OldestAge < lo || se.OldestAge > hi {
+			t.Errorf("seed %d %q: oldest age %v, the oracle [%v, %v]", seed, key, se.OldestAge, lo, hi)
+		}
+		if int64(se.PastDeadline) < w.surelyLate || int64(se.PastDeadline) > w.maybeLate {
+			t.Errorf("seed %d %q: past deadline %v, the oracle [%d, %d]", seed, key, se.PastDeadline, w.surelyLate, w.maybeLate)
+		}
+	}
+	for key, se := range got {
+		if wants[key] == nil && (se.Events[Pending] != 0 || se.OldestAge != 0 || se.PastDeadline != 0) {
+			t.Errorf("seed %d %q: %+v, but no row of it is behind the slot", seed, key, se)
+		}
+	}
+	if snap.Capped {
+		t.Errorf("seed %d: capped", seed)
 	}
 }
 
