@@ -492,3 +492,22 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 		}
 	}
 }
+
+// A reload that links or unlinks the outbox to a slot starts its sampler
+// afresh: the same rows mean another state; one that keeps the link keeps
+// the sampler.
+func TestBehindKeepState(t *testing.T) {
+	src := func(context.Context) (Confirmed, error) { return Confirmed{At: time.Now()}, nil }
+	linked := func() *Collector {
+		c := NewCollector("q", behindOutbox("q"), nil, testutil.Quiet())
+		c.PublishedBySlot(src, DefaultBehindLookback)
+		return c
+	}
+	plain := NewCollector("q", behindOutbox("q"), nil, testutil.Quiet())
+	if linked().KeepState(plain) || plain.KeepState(linked()) {
+		t.Error("a sampler was kept across linking or unlinking the slot")
+	}
+	if !linked().KeepState(linked()) {
+		t.Error("an unchanged link did not keep the sampler")
+	}
+}
