@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
+	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/collectors/kafka"
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -35,10 +36,12 @@ type App struct {
 	logger  *slog.Logger
 	outbox  map[string]*outbox.Collector
 	kafka   map[string]*kafka.Collector
-	running map[string]bool // audits already started (kept from a reload)
+	cdc     map[string]*cdc.Collector // by database
+	running map[string]bool           // audits already started (kept from a reload)
 	// owned are the closers of what this App opened or kept, by part
-	// ("db/NAME", "kafka/NAME", "audit/NAME", "reconcile"), closed in
-	// reverse order of order; a part kept by the next App is handed over.
+	// ("db/NAME", "kafka/NAME", "cdc/DATABASE", "audit/NAME",
+	// "reconcile"), closed in reverse order of order; a part kept by the
+	// next App is handed over.
 	owned map[string]func()
 	order []string
 }
@@ -55,7 +58,8 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 // change is taken over from prev, state and all, so that counters do not
 // restart and the events around the reload are counted (issue 14, item
 // 4): the pools of unchanged databases, the samplers of unchanged
-// outboxes, the clients and caches of unchanged Kafka clusters, the
+// outboxes, the slot collectors (and WAL histories) of unchanged cdc
+// databases, the clients and caches of unchanged Kafka clusters, the
 // auditors of unchanged audits (still running) and the reconcile
 // scheduler with its last results when no reconcile job or what it reads
 // changed. A part is unchanged when its own configuration and everything
@@ -65,11 +69,11 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev *App) (*App, error) {
 	b := &builder{prev: prev, pcfg: &config.Config{}, a: &App{Config: cfg, Pools: map[string]*pgxpool.Pool{},
 		Audits: map[string]*audit.Auditor{}, logger: logger, outbox: map[string]*outbox.Collector{},
-		kafka: map[string]*kafka.Collector{}, running: map[string]bool{}, owned: map[string]func(){}}}
+		kafka: map[string]*kafka.Collector{}, cdc: map[string]*cdc.Collector{}, running: map[string]bool{}, owned: map[string]func(){}}}
 	if prev != nil {
 		b.pcfg = prev.Config
 	}
-	for _, step := range []func(context.Context) error{b.pools, b.outboxes, b.cdcs, b.clusters, b.audits, b.reconcile} {
+	for _, step := range []func(context.Context) error{b.pools, b.cdcs, b.outboxes, b.clusters, b.audits, b.reconcile} {
 		if err := step(ctx); err != nil {
 			b.a.closeNew(b.kept)
 			return nil, err
@@ -120,12 +124,14 @@ func (b *builder) pools(ctx context.Context) error {
 }
 
 // outboxes builds a collector per outbox; an unchanged one (and its
-// database) continues the previous collector's sampler.
+// database) continues the previous collector's sampler. It follows cdcs:
+// an outbox published by a slot reads its slot's collector.
 func (b *builder) outboxes(context.Context) error {
 	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
 		c := outbox.NewCollector(name, o, b.a.Pools[o.Database], b.a.logger)
+		b.publishedBySlot(name, c)
 		if b.prev != nil && reflect.DeepEqual(b.pcfg.Databases[o.Database], cfg.Databases[o.Database]) {
 			c.KeepState(b.prev.outbox[name])
 		}
@@ -278,6 +284,15 @@ func (a *App) Stuck(ctx context.Context, name string, limit int) ([]outbox.Stuck
 	o, ok := a.Config.Outboxes[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownOutbox, name)
+	}
+	if entry, e, ok := a.Config.CDCFor(name); ok {
+		// Published by a slot: only the rows behind it are stuck.
+		st, err := a.cdc[e.Database].State(ctx, entry)
+		if err != nil {
+			return nil, fmt.Errorf("stuck rows of outbox %q, published by a replication slot whose confirmed time is unknown: %w", name, err)
+		}
+		return outbox.StuckBehind(ctx, a.Pools[o.Database], name, o, limit, outbox.DefaultBehindLookback,
+			outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound})
 	}
 	return outbox.Stuck(ctx, a.Pools[o.Database], name, o, limit)
 }

@@ -2,34 +2,56 @@ package app
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"slices"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
-// cdcCollectors returns one slot collector per database named in the cdc
-// section: its slots are read in one statement and share one history of
-// the server's WAL position.
-func cdcCollectors(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger) []collectors.Collector {
+// cdcs builds the change data capture collectors, one per database. One
+// whose entries and database did not change is kept across a reload with
+// its WAL history, so that the lag seconds stay exact instead of reading
+// as a marked lower bound until a new history spans them.
+func (b *builder) cdcs(context.Context) error {
+	cfg := b.a.Config
 	byDB := cdc.ByDatabase(cfg.CDC)
-	var cs []collectors.Collector
 	for _, db := range slices.Sorted(maps.Keys(byDB)) {
-		cs = append(cs, cdc.NewCollector(db, byDB[db], pools[db], logger))
+		key := "cdc/" + db
+		if b.keep(key, cdcDeps(b.pcfg, db), cdcDeps(cfg, db)) {
+			b.a.cdc[db] = b.prev.cdc[db]
+		} else {
+			b.a.cdc[db] = cdc.NewCollector(db, byDB[db], b.a.Pools[db], b.a.logger)
+			// Nothing to close; owned so that keep can hand it over.
+			b.a.own(key, func() {})
+		}
+		b.cs = append(b.cs, b.a.cdc[db])
 	}
-	return cs
+	return nil
 }
 
-// cdcs builds the change data capture collectors, one per database. They
-// start afresh on a reload: their WAL history seeds itself again from the
-// last checkpoint (collectors/cdc), so the lag reads as a marked lower
-// bound until the history spans it.
-func (b *builder) cdcs(context.Context) error {
-	b.cs = append(b.cs, cdcCollectors(b.a.Config, b.a.Pools, b.a.logger)...)
-	return nil
+// cdcDeps is what the cdc collector of database db reads: its entries
+// and the database.
+func cdcDeps(cfg *config.Config, db string) []any {
+	return []any{cdc.ByDatabase(cfg.CDC)[db], cfg.Databases[db]}
+}
+
+// publishedBySlot links the collector of outbox name to the slot that
+// publishes it, if the cdc section names one: its pending rows are then
+// the ones committed after the time the slot has confirmed, as the slot's
+// collector last read it.
+func (b *builder) publishedBySlot(name string, c *outbox.Collector) {
+	entry, e, ok := b.a.Config.CDCFor(name)
+	if !ok {
+		return
+	}
+	cc := b.a.cdc[e.Database]
+	c.PublishedBySlot(func(ctx context.Context) (outbox.Confirmed, error) {
+		st, err := cc.State(ctx, entry)
+		if err != nil {
+			return outbox.Confirmed{}, err
+		}
+		return outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound}, nil
+	}, outbox.DefaultBehindLookback)
 }

@@ -85,10 +85,46 @@ func Check(ctx context.Context, db pg.Beginner, name string, e *config.CDC, o *c
 		if f.commitTS == "on" {
 			r.add(true, "track_commit_timestamp", "on: rows of outbox %s committed after the slot's confirmed time are the pending ones", e.Outbox)
 		} else {
-			r.add(false, "track_commit_timestamp", "off: the exporter cannot see which rows of outbox %s are still behind the slot, nor their age; only the slot's lag pages. Set track_commit_timestamp = on (needs a server restart; only commits after it carry a time)", e.Outbox)
+			r.add(false, "track_commit_timestamp", "off: the exporter cannot see which rows of outbox %s are still behind the slot, nor their age: that outbox's collection fails, naming the setting, and only the slot's lag pages. Set track_commit_timestamp = on (needs a server restart; only commits after it carry a time)", e.Outbox)
+		}
+		if err := checkCreatedIndex(ctx, db, r, e.Outbox, o); err != nil {
+			return nil, fmt.Errorf("check cdc %q: %w", name, err)
 		}
 	}
 	return r, nil
+}
+
+// checkCreatedIndex verifies that an index of the outbox's table leads
+// with created_at, without a predicate: the rows behind the slot are read
+// as a range of created_at over the lookback before the confirmed time,
+// and an index on the labels first (what the outbox's own check asks for)
+// cannot serve that range.
+func checkCreatedIndex(ctx context.Context, db pg.Beginner, r *CheckReport, outbox string, o *config.Outbox) error {
+	var (
+		exists bool
+		index  *string
+	)
+	err := pg.ReadOnly(ctx, db, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL,
+			(SELECT c.relname::text FROM pg_catalog.pg_index i
+			   JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+			   JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			  WHERE i.indrelid = to_regclass($1) AND a.attname = $2 AND i.indpred IS NULL AND i.indisvalid
+			  ORDER BY 1 LIMIT 1)`, pg.Table(o.Table), o.CreatedAt).Scan(&exists, &index)
+	})
+	if err != nil {
+		return fmt.Errorf("read the indexes of %s: %w", o.Table, err)
+	}
+	switch {
+	case !exists:
+		r.add(false, "index on created_at", "table %s of outbox %s does not exist", o.Table, outbox)
+	case index == nil:
+		r.add(false, "index on created_at", "no index of %s leads with %s: the rows behind the slot would be read by scanning the table at every collection; create one: CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);",
+			o.Table, o.CreatedAt, pg.Ident("outbox_exporter_"+outbox+"_behind"), pg.Table(o.Table), pg.Ident(o.CreatedAt))
+	default:
+		r.add(true, "index on created_at", "%s: the rows behind the slot are a range of it", *index)
+	}
+	return nil
 }
 
 func checkSlot(r *CheckReport, s SlotRow, f serverFacts) {

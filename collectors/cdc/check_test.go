@@ -58,9 +58,22 @@ func TestCheck(t *testing.T) {
 	}
 	s.exec(t, `SELECT pg_drop_replication_slot('debezium')`)
 	s.exec(t, `SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')`)
+	// The outbox's table: without an index leading with created_at the
+	// rows behind the slot would be a scan of the table.
+	if r = runCheck(t, mon, e, outbox); r.OK || !strings.Contains(r.Text(), "FAIL index on created_at: table outbox of outbox outbox does not exist") {
+		t.Errorf("no outbox table:\n%s", r.Text())
+	}
+	s.exec(t, `CREATE TABLE outbox (id bigint, kind text, created_at timestamptz); CREATE INDEX outbox_kind ON outbox (kind, created_at);
+		CREATE INDEX outbox_recent ON outbox (created_at) WHERE kind = 'x'; GRANT SELECT ON outbox TO mon`)
+	if r = runCheck(t, mon, e, outbox); r.OK || !strings.Contains(r.Text(), `no index of outbox leads with created_at`) ||
+		!strings.Contains(r.Text(), `CREATE INDEX CONCURRENTLY IF NOT EXISTS "outbox_exporter_outbox_behind" ON "outbox" ("created_at");`) {
+		t.Errorf("no index on created_at:\n%s", r.Text())
+	}
+	s.exec(t, `CREATE INDEX outbox_created ON outbox (created_at)`)
 	r = runCheck(t, mon, e, outbox)
 	if !r.OK || !strings.Contains(r.Text(), "ok   slot is logical: plugin pgoutput on database postgres") ||
-		!strings.Contains(r.Text(), "ok   track_commit_timestamp: on") || !strings.Contains(r.Text(), "may not run pg_control_checkpoint()") {
+		!strings.Contains(r.Text(), "ok   track_commit_timestamp: on") || !strings.Contains(r.Text(), "may not run pg_control_checkpoint()") ||
+		!strings.Contains(r.Text(), "ok   index on created_at: outbox_created") {
 		t.Errorf("a good slot:\n%s", r.Text())
 	}
 	if strings.Contains(r.Text(), "unlimited") {

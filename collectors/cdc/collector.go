@@ -52,6 +52,11 @@ type watched struct {
 	status         [][2]prometheus.Metric // by WALStatuses index, then 0 or 1
 }
 
+// HistoryMinGap is how far apart a collector's history keeps its samples:
+// a collection closer than this to the sample before the newest replaces
+// the newest (History).
+const HistoryMinGap = time.Second
+
 // Collector watches the slots of one configured database. All its slots
 // are read in one statement, and one History of the server's WAL position
 // serves them all: the position is the server's, not a slot's.
@@ -65,13 +70,20 @@ type Collector struct {
 
 	mu   sync.Mutex
 	last map[string]SlotState
+	// failed holds why the last collection has no state of a cdc entry.
+	failed map[string]error
+	// ready is closed when the first collection has finished: what an
+	// outbox published by a slot waits for (State).
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 // NewCollector returns the collector of the cdc entries on database. It
 // does not connect until the first Update.
 func NewCollector(database string, entries map[string]*config.CDC, db pg.Beginner, logger *slog.Logger) *Collector {
 	c := &Collector{database: database, db: db, logger: logger, last: map[string]SlotState{},
-		hist: NewHistory(DefaultHistorySize, time.Second)}
+		failed: map[string]error{}, ready: make(chan struct{}),
+		hist: NewHistory(DefaultHistorySize, HistoryMinGap)}
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
 		w := watched{cdc: name, slot: e.Slot, deadline: e.Deadline,
@@ -119,12 +131,23 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Update implements collectors.Collector. A slot that is missing or not
 // logical fails the collection after the other slots' metrics are sent.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	defer c.readyOnce.Do(func() { close(c.ready) })
 	for _, w := range c.watched {
 		ch <- w.deadlineMetric
 	}
 	r, err := ReadSlots(ctx, c.db, c.names)
 	if err != nil {
-		return fmt.Errorf("cdc on database %q: %w", c.database, err)
+		err = fmt.Errorf("cdc on database %q: %w", c.database, err)
+		// No state is better than the last one: an outbox behind a slot
+		// must not be judged by a position that may be long gone.
+		failed := map[string]error{}
+		for _, w := range c.watched {
+			failed[w.cdc] = err
+		}
+		c.mu.Lock()
+		c.last, c.failed = map[string]SlotState{}, failed
+		c.mu.Unlock()
+		return err
 	}
 	c.hist.Add(r.Now.At, r.Now.LSN)
 	if c.hist.Len() == 1 {
@@ -138,18 +161,20 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 	}
 	var errs []error
-	states := map[string]SlotState{}
+	states, failed := map[string]SlotState{}, map[string]error{}
 	for i, w := range c.watched {
 		st, err := Assess(r.Now, r.Slots[i], c.hist)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("cdc %q: %w", w.cdc, err))
+			err = fmt.Errorf("cdc %q: %w", w.cdc, err)
+			errs = append(errs, err)
+			failed[w.cdc] = err
 			continue
 		}
 		states[w.cdc] = st
 		send(ch, w, st)
 	}
 	c.mu.Lock()
-	c.last = states
+	c.last, c.failed = states, failed
 	c.mu.Unlock()
 	return errors.Join(errs...)
 }
@@ -188,4 +213,28 @@ func (c *Collector) Last(cdc string) (SlotState, bool) {
 	defer c.mu.Unlock()
 	st, ok := c.last[cdc]
 	return st, ok
+}
+
+// State waits, up to ctx's end, for the collector's first collection to
+// finish (an outbox published by the slot is collected in the same
+// scrape, at the same time), then returns the state of the cdc entry's
+// slot at the last collection: this scrape's or the one before, so the
+// confirmed time is exact to one collection interval and, when it is
+// late, errs towards pending. It fails when that collection could not
+// read the slot.
+func (c *Collector) State(ctx context.Context, cdc string) (SlotState, error) {
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return SlotState{}, fmt.Errorf("cdc %q: wait for the first collection of its slot: %w", cdc, ctx.Err())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.last[cdc]; ok {
+		return st, nil
+	}
+	if err := c.failed[cdc]; err != nil {
+		return SlotState{}, err
+	}
+	return SlotState{}, fmt.Errorf("cdc %q is not watched on database %q", cdc, c.database)
 }

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // The slot's lag in bytes is exactly the server's position minus the
@@ -146,6 +151,45 @@ func TestMissingAndPhysicalSlots(t *testing.T) {
 	}
 	if _, ok := m["outbox_cdc_slot_lag_bytes{cdc=b}"]; ok {
 		t.Errorf("a missing slot has a lag: %v", m)
+	}
+	// What an outbox published by a slot reads: the state of a slot read,
+	// the error of one that could not be.
+	ctx := context.Background()
+	if st, err := c.State(ctx, "a"); err != nil || st.ConfirmedAt.IsZero() {
+		t.Errorf("State of the present slot: %+v, %v", st, err)
+	}
+	if _, err := c.State(ctx, "b"); err == nil || !strings.Contains(err.Error(), `replication slot "dropped_one" does not exist`) {
+		t.Errorf("State of the missing slot: %v, want its error", err)
+	}
+}
+
+// State waits for the first collection (the outbox it serves is collected
+// in the same scrape), up to ctx's end; a collection that cannot read the
+// slots leaves no state to judge by.
+func TestStateBeforeAndAfterAFailedCollection(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pg.Open(ctx, &config.Database{DSN: "postgres://x@127.0.0.1:1/app?connect_timeout=2", MaxConnections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := NewCollector("app", map[string]*config.CDC{"o": {Database: "app", Slot: "s", Deadline: time.Minute}}, pool, testutil.Quiet())
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.State(short, "o"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("State before any collection: %v, want to wait for one until the deadline", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.State(ctx, "o")
+		done <- err
+	}()
+	ch := make(chan prometheus.Metric, 64)
+	if err := c.Update(ctx, ch); err == nil {
+		t.Fatal("a collection on an unreachable server worked")
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), `cdc on database "app"`) {
+		t.Errorf("State waiting for a failed collection: %v, want its error", err)
 	}
 }
 

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
@@ -120,11 +122,12 @@ func insertEvents(t *testing.T, s *server, table, aggregate string, n int) []str
 func TestDebeziumOutbox(t *testing.T) {
 	b := kafkatest.Shared(t)
 	createTopics(t, b, "outbox.event.orders", "outbox.event.payments", "outbox.event.elsewhere")
-	s := startServer(t, cdctest.Options{WALSegmentMB: 1})
+	s := startServer(t, cdctest.Options{WALSegmentMB: 1, Settings: map[string]string{"track_commit_timestamp": "on"}})
 	s.exec(t, outboxSchema)
 	const slot = "debezium_outbox"
-	entries := map[string]*config.CDC{"orders": {Database: "main", Slot: slot, Deadline: 2 * time.Second}}
+	entries := map[string]*config.CDC{"orders": {Database: "main", Slot: slot, Deadline: 2 * time.Second, Outbox: "outbox"}}
 	c := newCollector(s, entries)
+	oc := keptOutbox(s, c)
 	cn := newConnect(t, b, s.cluster.Port, "postgres", slot, []string{"public.outbox", "public.outbox_transient"})
 	cn.Start()
 	waitFor(t, "Debezium creates its slot and streams from it", 3*time.Minute, func() (bool, string) {
@@ -159,6 +162,7 @@ func TestDebeziumOutbox(t *testing.T) {
 		return st.Missing == 1 && st.Unmarked == 0, fmt.Sprintf("%+v", st)
 	})
 	waitCaughtUp(t, c, cn, "while Connect runs")
+	waitNonePending(t, c, oc, cn, "while Connect runs")
 
 	// Connect stopped: inactive, and the lag grows with the writes.
 	cn.Stop()
@@ -172,10 +176,17 @@ func TestDebeziumOutbox(t *testing.T) {
 		t.Fatalf("the delete-after-insert outbox holds %d rows (%v)", rows, err)
 	}
 	checkAlertsOnStoppedConnector(t, entries, snaps)
+	// The keeping outbox: exactly the rows written while stopped are
+	// pending (all were committed after the slot's confirmed time, which
+	// the collections while caught up placed before the first of them).
+	if n, err := pendingRows(t, c, oc); err != nil || n != float64(len(written)) {
+		t.Errorf("Connect stopped: %v rows of the keeping outbox pending (%v), want the %d written meanwhile", n, err, len(written))
+	}
 
 	// Restarted: ~0 again, and everything written meanwhile arrives.
 	cn.Start()
 	waitCaughtUp(t, c, cn, "after Connect restarted")
+	waitNonePending(t, c, oc, cn, "after Connect restarted")
 	waitTopics(t, reader, cn, map[string][]string{"outbox.event.orders": append(orders, written...)})
 	if err := au.Compare(context.Background()); err != nil {
 		t.Fatal(err)
@@ -349,4 +360,49 @@ func startAudit(t *testing.T, s *server, b *kafkatest.Broker) *audit.Auditor {
 	t.Cleanup(func() { cancel(); au.Close() })
 	waitFor(t, "the audit has read its topics", time.Minute, func() (bool, string) { return au.Ready(), "" })
 	return au
+}
+
+// keptOutbox is the collector of the keeping outbox, published by the
+// slot of c's entry "orders" and labelled by aggregate type.
+func keptOutbox(s *server, c *Collector) *outbox.Collector {
+	o := &config.Outbox{Database: "main", Table: "public.outbox", ID: "id", CreatedAt: "created_at",
+		Labels: []config.Label{{Name: "aggregate", Column: "aggregatetype"}}, Deadline: time.Minute,
+		MaxLabelValues: config.DefaultMaxLabelValues, MaxCount: config.DefaultMaxCount}
+	oc := outbox.NewCollector("outbox", o, s.ro, testutil.Quiet())
+	oc.PublishedBySlot(func(ctx context.Context) (outbox.Confirmed, error) {
+		st, err := c.State(ctx, "orders")
+		return outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound}, err
+	}, outbox.DefaultBehindLookback)
+	return oc
+}
+
+// pendingRows collects the slot, then the outbox it publishes, and
+// returns the outbox's pending rows over every label set.
+func pendingRows(t *testing.T, c *Collector, oc *outbox.Collector) (float64, error) {
+	t.Helper()
+	if _, err := collect(t, c); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch := make(chan prometheus.Metric, 256)
+	err := oc.Update(ctx, ch)
+	close(ch)
+	n := 0.0
+	for m := range ch {
+		if testutil.IsMetric(m, "outbox_events") && testutil.LabelOf(t, m, "state") == "pending" {
+			n += testutil.MetricValue(t, m)
+		}
+	}
+	return n, err
+}
+
+// waitNonePending waits until the keeping outbox, full of kept rows,
+// reads nothing pending: the connector has confirmed them all.
+func waitNonePending(t *testing.T, c *Collector, oc *outbox.Collector, cn *connect, when string) {
+	t.Helper()
+	waitFor(t, "no row of the keeping outbox pending "+when, 2*time.Minute, func() (bool, string) {
+		n, err := pendingRows(t, c, oc)
+		return err == nil && n == 0, fmt.Sprintf("%v pending, %v\n%s", n, err, cn.Status(context.Background()))
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,6 +82,9 @@ type Collector struct {
 	sampler *Sampler
 	descs   outboxDescs
 	order   orderDescs
+	// confirmed is set for an outbox published by a replication slot
+	// (behind.go).
+	confirmed ConfirmedSource
 }
 
 // NewCollector returns the collector of outbox name, reading through pool
@@ -102,11 +106,21 @@ func NewCollector(name string, o *config.Outbox, pool *pgxpool.Pool, logger *slo
 // it did. A changed outbox starts fresh: its rows, states or labels may
 // mean something else now.
 func (c *Collector) KeepState(prev *Collector) bool {
-	if prev == nil || prev.name != c.name || !reflect.DeepEqual(prev.o, c.o) {
+	if prev == nil || prev.name != c.name || !reflect.DeepEqual(prev.o, c.o) || prev.sampler.behind != c.sampler.behind {
 		return false
 	}
 	c.sampler = prev.sampler
 	return true
+}
+
+// PublishedBySlot makes c collect an outbox that a connector publishes
+// from a replication slot and that keeps its rows: its pending rows are
+// those committed after the time src says the slot has confirmed, with a
+// created_at at most lookback before it (behind.go). A collection fails
+// when src does. Call it before KeepState and the first collection.
+func (c *Collector) PublishedBySlot(src ConfirmedSource, lookback time.Duration) {
+	c.confirmed = src
+	c.sampler.PublishedBySlot(lookback)
 }
 
 // Name implements Collector.
@@ -125,7 +139,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Update implements Collector. The queries run under ctx, so they are
 // cancelled at the scrape's deadline even if the table is locked.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	snap, err := c.sampler.Sample(ctx, c.pool)
+	snap, err := c.sample(ctx)
 	if err != nil {
 		return err
 	}
@@ -187,4 +201,15 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 	}
 	return bad
+}
+
+func (c *Collector) sample(ctx context.Context) (*Snapshot, error) {
+	if c.confirmed == nil {
+		return c.sampler.Sample(ctx, c.pool)
+	}
+	at, err := c.confirmed(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %q is published by a replication slot whose confirmed time is unknown: %w", c.name, err)
+	}
+	return c.sampler.SampleBehind(ctx, c.pool, at)
 }

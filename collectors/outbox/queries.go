@@ -113,7 +113,7 @@ func (sh stateShape) aggregate(from string) string {
 func (s *Spec) StateQuery() string {
 	sh := s.stateShape()
 	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
-		strings.Join(sh.inner, ", "), s.table, s.where(s.UnpublishedPredicate()), s.O.MaxCount+1))
+		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished()), s.O.MaxCount+1))
 }
 
 // ClaimedQuery is the state query over the claimed unpublished rows only,
@@ -128,7 +128,7 @@ func (s *Spec) ClaimedQuery() string {
 	}
 	sh := s.stateShape()
 	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
-		strings.Join(sh.inner, ", "), s.table, s.where(s.UnpublishedPredicate(), cl), s.O.MaxCount+1))
+		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished(), cl), s.O.MaxCount+1))
 }
 
 // UnknownQuery is the state query over the unclaimed unpublished rows
@@ -143,7 +143,7 @@ func (s *Spec) UnknownQuery() string {
 	}
 	sh := s.stateShape()
 	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
-		strings.Join(sh.inner, ", "), s.table, s.where(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), s.O.MaxCount+1))
+		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished(), not(s.ClaimedPredicate()), up), s.O.MaxCount+1))
 }
 
 // PendingQuery is the state query over the unclaimed unpublished rows
@@ -154,7 +154,7 @@ func (s *Spec) UnknownQuery() string {
 // (the oldest ones) are exact up to k. Rows with a NULL label are read
 // apart, k of them in no particular order.
 func (s *Spec) PendingQuery() string {
-	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""}, 1)
+	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""}, 1)
 }
 
 // shares are the CTEs g (the combinations, at most MaxOldestTuples) and
@@ -287,7 +287,7 @@ const MaxOldestTuples = 10000
 //
 // Columns: labels..., oldest age seconds.
 func (s *Spec) OldestQuery() string {
-	up := s.UnpublishedPredicate()
+	up := s.unpublished()
 	labels := s.O.Labels
 	if len(labels) == 0 {
 		// min() of the column itself, converted afterwards: a conversion
@@ -426,7 +426,7 @@ func (s *Spec) ClaimedCappedQuery() string {
 		}
 		parts = []string{s.leasePassed(col(lc)), live, col(lc) + " IS NULL"}
 	}
-	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), parts, s.claimedReads())
+	return s.perCombo(and(s.unpublished(), cl), col(s.claimedOrder()), parts, s.claimedReads())
 }
 
 // claimedReads is how many per label set reads share MaxCount while the
@@ -473,7 +473,7 @@ func (s *Spec) ClaimedUnknownQuery() string {
 	if cl == "" || cu == "" {
 		return ""
 	}
-	return s.perCombo(and(s.UnpublishedPredicate(), cl), col(s.claimedOrder()), []string{cu}, s.claimedReads())
+	return s.perCombo(and(s.unpublished(), cl), col(s.claimedOrder()), []string{cu}, s.claimedReads())
 }
 
 // UnknownCappedQuery is UnknownQuery when more than MaxCount unclaimed
@@ -484,5 +484,5 @@ func (s *Spec) UnknownCappedQuery() string {
 	if up == "" {
 		return ""
 	}
-	return s.perCombo(and(s.UnpublishedPredicate(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""}, 1)
+	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""}, 1)
 }

@@ -55,7 +55,7 @@ func (s *Spec) LeaseQuery() string {
 	return fmt.Sprintf(`SELECT %s::text, %s, %s
 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 		col(s.O.ID), epochMicros(s.tz(lc, c)), epochMicros(s.leaseExpiry(c)), s.table,
-		s.where(s.UnpublishedPredicate(), s.ClaimedPredicate(), passed), c, MaxPublishedRows)
+		s.where(s.unpublished(), s.ClaimedPredicate(), passed), c, MaxPublishedRows)
 }
 
 // LiveLeaseQuery reads the claimed unpublished rows whose lease has not
@@ -76,7 +76,7 @@ func (s *Spec) LiveLeaseQuery() string {
 	return fmt.Sprintf(`SELECT %s::text, %s, %s
 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 		col(s.O.ID), epochMicros(s.tz(lc, c)), epochMicros(s.leaseExpiry(c)), s.table,
-		s.where(s.UnpublishedPredicate(), s.ClaimedPredicate(), live), c, MaxLiveLeases)
+		s.where(s.unpublished(), s.ClaimedPredicate(), live), c, MaxLiveLeases)
 }
 
 // Fate classes of LeaseFateQuery.
@@ -185,7 +185,7 @@ func (s *Spec) stuckColumns() []string {
 func (s *Spec) StuckQuery() string {
 	o := s.O
 	sel := s.stuckColumns()
-	up := s.UnpublishedPredicate()
+	up := s.unpublished()
 	if len(o.Labels) == 0 {
 		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
 			strings.Join(sel, ", "), s.table, s.where(up), col(o.CreatedAt))

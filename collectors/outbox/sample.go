@@ -72,6 +72,10 @@ type Sampler struct {
 	live   liveLeases
 	hist   Histogram
 	order  orderState // order_track.go
+	// behind is the lookback of an outbox published by a replication
+	// slot (behind.go), 0 for any other: its samples need the slot's
+	// confirmed time.
+	behind time.Duration
 }
 
 type tupleState struct {
@@ -144,13 +148,38 @@ type read struct {
 // returns the snapshot. It returns by ctx's deadline (pgx cancels the
 // running query). A failed sample changes none of the sampler's state.
 func (s *Sampler) Sample(ctx context.Context, pool *pgxpool.Pool) (*Snapshot, error) {
+	if s.behind > 0 {
+		return nil, fmt.Errorf("sample outbox %q: it is published by a replication slot: sample it with the slot's confirmed time (SampleBehind)", s.name)
+	}
+	return s.sample(ctx, pool, nil)
+}
+
+// PublishedBySlot makes s sample an outbox published by a replication
+// slot: its unpublished rows are those committed after the slot's
+// confirmed time, with a created_at at most lookback before it. Call it
+// before the first sample.
+func (s *Sampler) PublishedBySlot(lookback time.Duration) {
+	s.behind = lookback
+	s.spec = nil
+}
+
+// SampleBehind is Sample for an outbox published by a replication slot
+// (PublishedBySlot), whose slot has confirmed c.
+func (s *Sampler) SampleBehind(ctx context.Context, pool *pgxpool.Pool, c Confirmed) (*Snapshot, error) {
+	if s.behind <= 0 {
+		return nil, fmt.Errorf("sample outbox %q: it is not published by a replication slot", s.name)
+	}
+	return s.sample(ctx, pool, &c)
+}
+
+func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (*Snapshot, error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("sample outbox %q: wait for the previous sample: %w", s.name, ctx.Err())
 	}
 	defer func() { <-s.sem }()
-	r, err := s.fetch(ctx, pool)
+	r, err := s.fetch(ctx, pool, c)
 	if err != nil {
 		// Introspect again next time: the table may have been dropped and
 		// created anew, with other column types.
@@ -164,7 +193,7 @@ func (s *Sampler) Sample(ctx context.Context, pool *pgxpool.Pool) (*Snapshot, er
 // round trip, and every query sees the same now(). The capped reads
 // follow in a second batch of the same transaction, only when a count
 // passed max_count.
-func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) {
+func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (*read, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquire a connection: %w", err)
@@ -177,7 +206,9 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 			if err != nil {
 				return err
 			}
-			spec, err = NewSpec(s.name, s.o, cols)
+			if spec, err = NewSpec(s.name, s.o, cols); err == nil {
+				spec.behind = s.behind
+			}
 			return err
 		})
 		if err != nil {
@@ -186,7 +217,7 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool) (*read, error) 
 	}
 	r := &read{}
 	err = pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
-		if err := sendBatch(ctx, conn, tx, s.firstBatch(spec, r)); err != nil {
+		if err := sendBatch(ctx, conn, tx, s.firstBatch(spec, r, c)); err != nil {
 			return err
 		}
 		// Only the leases live at the last sample that expired since and
@@ -239,10 +270,15 @@ func sendBatch(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, b *pgx.Batch)
 	return tx.SendBatch(ctx, b).Close()
 }
 
-// firstBatch queues the queries of every sample.
-func (s *Sampler) firstBatch(spec *Spec, r *read) *pgx.Batch {
+// firstBatch queues the queries of every sample; c is the confirmed time
+// of the slot publishing the outbox, nil for an outbox published by a
+// relay.
+func (s *Sampler) firstBatch(spec *Spec, r *read, c *Confirmed) *pgx.Batch {
 	nl := len(s.o.Labels)
 	b := &pgx.Batch{}
+	if c != nil {
+		queueConfirmed(b, *c)
+	}
 	b.Queue(NowQuery).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&r.now); err != nil {
 			return fmt.Errorf("read now: %w", err)

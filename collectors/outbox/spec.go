@@ -21,6 +21,9 @@ type Spec struct {
 	cols      map[string]Column
 	// labelsNotNull: every label column is declared NOT NULL.
 	labelsNotNull bool
+	// behind is the lookback of an outbox published by a replication
+	// slot (behind.go); 0 for any other.
+	behind time.Duration
 }
 
 // NewSpec builds the queries of outbox name. cols are the table's columns

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,17 @@ func TrimError(s string, n int) string {
 // (1 to MaxStuckRows), oldest first. It reads through a read-only
 // transaction on pool.
 func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbox, limit int) ([]StuckRow, error) {
+	return stuck(ctx, pool, name, o, limit, 0, nil)
+}
+
+// StuckBehind is Stuck for an outbox published by a replication slot
+// (behind.go): its oldest rows committed after c, with a created_at at
+// most lookback before it.
+func StuckBehind(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbox, limit int, lookback time.Duration, c Confirmed) ([]StuckRow, error) {
+	return stuck(ctx, pool, name, o, limit, lookback, &c)
+}
+
+func stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbox, limit int, behind time.Duration, c *Confirmed) ([]StuckRow, error) {
 	if limit < 1 {
 		limit = 1
 	}
@@ -60,8 +72,15 @@ func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	}
 	var out []StuckRow
 	err := pg.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		if c != nil {
+			b := &pgx.Batch{}
+			queueConfirmed(b, *c)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("stuck rows of outbox %q: %w", name, err)
+			}
+		}
 		var err error
-		out, err = stuckTx(ctx, tx, name, o, limit)
+		out, err = stuckTx(ctx, tx, name, o, limit, behind)
 		return err
 	})
 	if err != nil {
@@ -70,7 +89,7 @@ func Stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 	return out, nil
 }
 
-func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limit int) ([]StuckRow, error) {
+func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limit int, behind time.Duration) ([]StuckRow, error) {
 	cols, err := Introspect(ctx, tx, o.Table)
 	if err != nil {
 		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
@@ -79,6 +98,7 @@ func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limi
 	if err != nil {
 		return nil, err
 	}
+	spec.behind = behind
 	rows, err := tx.Query(ctx, spec.StuckQuery(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
