@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 func TestAlertmanagerRoutes(t *testing.T) {
@@ -86,12 +87,7 @@ func TestAlertmanagerInhibition(t *testing.T) {
 func startAlertmanager(t *testing.T) (string, *http.Client) {
 	t.Helper()
 	am := requireTool(t, "prometheus-alertmanager")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testutil.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, am,
 		"--config.file="+filepath.Join(deployDir, "alertmanager.yml"),
