@@ -9,19 +9,14 @@ import (
 	"testing"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
+// exampleConfig loads deploy/example.yml with fixed DSNs.
 func exampleConfig(t *testing.T) *config.Config {
-	t.Helper()
-	t.Setenv("OUTBOX_DSN", "postgres://outbox_monitor@127.0.0.1:5432/app")
-	t.Setenv("SEARCH_DSN", "postgres://outbox_monitor@127.0.0.1:5432/search")
-	cfg, err := config.Load("../deploy/example.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return testutil.ExampleConfig(t, "../deploy/example.yml")
 }
 
 func TestGoldenExample(t *testing.T) {
