@@ -1,9 +1,7 @@
 package alerts
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,19 +19,7 @@ func exampleConfig(t *testing.T) *config.Config {
 // golden compares got with testdata/name, rewriting it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./alerts -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the generated output; run go test ./alerts -update and review the diff", p)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update, "go test ./alerts -update")
 }
 
 func TestGoldenExample(t *testing.T) {

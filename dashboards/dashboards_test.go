@@ -1,9 +1,7 @@
 package dashboards
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +11,12 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update, "go test ./dashboards -update")
+}
 
 // exampleConfig loads deploy/example.yml with fixed DSNs.
 func exampleConfig(t *testing.T) *config.Config {
@@ -36,19 +40,7 @@ func TestGoldenExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join("testdata", f.Name)
-		if *update {
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatalf("%v (run go test ./dashboards -update)", err)
-		}
-		if !bytes.Equal(b, want) {
-			t.Errorf("%s differs from the generated dashboard; run go test ./dashboards -update and review the diff", p)
-		}
+		golden(t, f.Name, b)
 	}
 }
 
