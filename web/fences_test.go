@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // Without --web.enable-lifecycle, POST /-/reload is refused and reloads
@@ -44,13 +44,8 @@ func TestReloadNeedsLifecycle(t *testing.T) {
 	}
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuf collects a log written from several goroutines.
+type syncBuf = testutil.SyncBuffer
 
 func dbServer(t *testing.T, db *pgtest.DB, extra string, opts Options) (*Server, *syncBuf) {
 	t.Helper()
