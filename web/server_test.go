@@ -20,12 +20,7 @@ databases:
   main:
     dsn: postgres://exporter@127.0.0.1:5432/nowhere
 outboxes:
-  messages:
-    database: main
-    table: public.outbox
-    id: event_id
-    created_at: created_at
-    deadline: 5m
+  messages: {database: main, table: public.outbox, id: event_id, created_at: created_at, deadline: 5m}
 `
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -114,19 +114,9 @@ databases:
     dsn: %q
     max_connections: 1
 outboxes:
-  messages:
-    database: main
-    table: public.outbox
-    id: event_id
-    created_at: created_at
-    status: status
-    pending: [PENDING]
-    published: [PUBLISHED]
-    attempts: attempts
-    last_error: last_error
-    deadline: 5m
-    filter: %q
-    unknown_when: %q
+  messages: {database: main, table: public.outbox, id: event_id, created_at: created_at, deadline: 5m,
+    status: status, pending: [PENDING], published: [PUBLISHED], attempts: attempts, last_error: last_error,
+    filter: %q, unknown_when: %q}
 reconcile:
   messages:
     schedule: "@every 1h"

@@ -48,12 +48,7 @@ databases:
   main:
     dsn: postgres://exporter:%s@127.0.0.1:1/nowhere?connect_timeout=1
 outboxes:
-  messages:
-    database: main
-    table: public.outbox
-    id: event_id
-    created_at: created_at
-    deadline: 5m
+  messages: {database: main, table: public.outbox, id: event_id, created_at: created_at, deadline: 5m}
 `
 
 // serveInBackground runs the binary with args (serve) in a goroutine,
