@@ -15,18 +15,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // requireTool finds a binary the checks run, failing (not skipping) with
 // how to install it when it is missing.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed; install it with: apt-get install -y --no-install-recommends prometheus prometheus-alertmanager", name)
-	}
-	return p
-}
+var requireTool = testutil.RequireTool
 
 // TestPromtoolCheckRules runs promtool's checks with every lint fatal on
 // the rules of the example and of the config with two of everything:

@@ -10,17 +10,21 @@ func (b *builder) auditAlerts() []Rule {
 		return nil
 	}
 	return []Rule{
-		b.alert("OutboxAuditSilentLoss", SeverityCritical,
-			fmt.Sprintf("max by (%s) (outbox_audit_missing_in_broker_events%s) > 0", b.by("outbox"), b.selector()),
-			"5m",
+		b.auditFound("OutboxAuditSilentLoss", SeverityCritical, "outbox_audit_missing_in_broker_events", "5m",
 			"Events marked published never reached the broker.",
-			"The audit of outbox {{ $labels.outbox }} found {{ $value }} sampled events marked published whose ids are not on the topics: they are lost and no relay will retry them.",
-			nil),
-		b.alert("OutboxAuditAcknowledgementLost", SeverityWarning,
-			fmt.Sprintf("max by (%s) (outbox_audit_unmarked_in_broker_events%s) > 0", b.by("outbox"), b.selector()),
-			"15m",
+			"sampled events marked published whose ids are not on the topics: they are lost and no relay will retry them."),
+		b.auditFound("OutboxAuditAcknowledgementLost", SeverityWarning, "outbox_audit_unmarked_in_broker_events", "15m",
 			"Events on the broker are still unpublished in the outbox.",
-			"The audit of outbox {{ $labels.outbox }} found {{ $value }} sampled unpublished events whose ids are already on the topics: the broker's acknowledgement was lost and a retry will publish them again.",
-			nil),
+			"sampled unpublished events whose ids are already on the topics: the broker's acknowledgement was lost and a retry will publish them again."),
 	}
+}
+
+// auditFound fires when an audit's gauge metric has been above zero for
+// forDur; found says what the audit found, after its count.
+func (b *builder) auditFound(name, severity, metric, forDur, summary, found string) Rule {
+	return b.alert(name, severity,
+		fmt.Sprintf("max by (%s) (%s%s) > 0", b.by("outbox"), metric, b.selector()),
+		forDur, summary,
+		"The audit of outbox {{ $labels.outbox }} found {{ $value }} "+found,
+		nil)
 }

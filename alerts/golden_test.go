@@ -1,45 +1,25 @@
 package alerts
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // exampleConfig loads deploy/example.yml with fixed DSNs.
 func exampleConfig(t *testing.T) *config.Config {
-	t.Helper()
-	t.Setenv("OUTBOX_DSN", "postgres://outbox_monitor@127.0.0.1:5432/app")
-	t.Setenv("SEARCH_DSN", "postgres://outbox_monitor@127.0.0.1:5432/search")
-	cfg, err := config.Load("../deploy/example.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return testutil.ExampleConfig(t, "../deploy/example.yml")
 }
 
 // golden compares got with testdata/name, rewriting it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./alerts -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the generated output; run go test ./alerts -update and review the diff", p)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update, "go test ./alerts -update")
 }
 
 func TestGoldenExample(t *testing.T) {

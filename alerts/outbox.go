@@ -2,8 +2,6 @@ package alerts
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
@@ -11,12 +9,9 @@ import (
 // outboxAlerts are the alerts on each outbox table: the notification
 // deadline, leases, unknown results and dead rows.
 func (b *builder) outboxAlerts() []Rule {
-	var rules []Rule
-	for _, name := range slices.Sorted(maps.Keys(b.cfg.Outboxes)) {
-		o := b.cfg.Outboxes[name]
-		by := b.outboxBy(o)
-		sel := b.selector(eq("outbox", name))
-		lt := labelText(o)
+	return b.perOutbox(func(s outboxScope) []Rule {
+		name, o, by, sel, lt := s.name, s.o, s.by, s.sel, s.lt
+		var rules []Rule
 		// The outbox label tells apart the rules of two outboxes, which
 		// share a name (promtool's duplicate-rule lint).
 		own := map[string]string{"outbox": name}
@@ -52,8 +47,8 @@ func (b *builder) outboxAlerts() []Rule {
 				"Outbox {{ $labels.outbox }}"+lt+" holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",
 				own))
 		}
-	}
-	return rules
+		return rules
+	})
 }
 
 // hasLease reports whether the outbox's rows carry a lease the exporter

@@ -11,6 +11,8 @@ package alerts
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -222,6 +224,25 @@ func (b *builder) alert(name, severity, expr, forDur, summary, description strin
 			"runbook_url": b.runbook(name),
 		},
 	}
+}
+
+// outboxScope is what an outbox's rules share: its name and config, the
+// grouping labels of its per-label metrics (by), the selector of its
+// series (sel) and its labels rendered for a description (lt).
+type outboxScope struct {
+	name        string
+	o           *config.Outbox
+	by, sel, lt string
+}
+
+// perOutbox returns the rules rules makes for each outbox, in name order.
+func (b *builder) perOutbox(rules func(s outboxScope) []Rule) []Rule {
+	var all []Rule
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Outboxes)) {
+		o := b.cfg.Outboxes[name]
+		all = append(all, rules(outboxScope{name: name, o: o, by: b.outboxBy(o), sel: b.selector(eq("outbox", name)), lt: labelText(o)})...)
+	}
+	return all
 }
 
 // outboxBy returns the grouping labels of an outbox's per-label metrics.

@@ -1,9 +1,6 @@
 package dashboards
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,17 +38,5 @@ func TestCDCDashboard(t *testing.T) {
 			t.Errorf("the dashboard does not show %s", m)
 		}
 	}
-	p := filepath.Join("testdata", "outbox-cdc.json")
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./dashboards -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the generated dashboard; run go test ./dashboards -update and review the diff", p)
-	}
+	golden(t, "outbox-cdc.json", got)
 }

@@ -1,27 +1,26 @@
 package dashboards
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-func exampleConfig(t *testing.T) *config.Config {
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	t.Setenv("OUTBOX_DSN", "postgres://outbox_monitor@127.0.0.1:5432/app")
-	t.Setenv("SEARCH_DSN", "postgres://outbox_monitor@127.0.0.1:5432/search")
-	cfg, err := config.Load("../deploy/example.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update, "go test ./dashboards -update")
+}
+
+// exampleConfig loads deploy/example.yml with fixed DSNs.
+func exampleConfig(t *testing.T) *config.Config {
+	return testutil.ExampleConfig(t, "../deploy/example.yml")
 }
 
 func TestGoldenExample(t *testing.T) {
@@ -41,19 +40,7 @@ func TestGoldenExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join("testdata", f.Name)
-		if *update {
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatalf("%v (run go test ./dashboards -update)", err)
-		}
-		if !bytes.Equal(b, want) {
-			t.Errorf("%s differs from the generated dashboard; run go test ./dashboards -update and review the diff", p)
-		}
+		golden(t, f.Name, b)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // configYAML writes the exporter configuration (SPEC format) that watches
@@ -12,26 +11,46 @@ import (
 // messages against search_index, and an audit of the outbox against the
 // topic with every event sampled.
 func configYAML(dsn string, brokers []string, o Options) []byte {
-	q := func(s string) string { // a JSON string is a YAML double-quoted scalar
-		b, _ := json.Marshal(s)
-		return string(b)
-	}
-	list := func(ss []string) string {
-		out := make([]string, len(ss))
-		for i, s := range ss {
-			out[i] = q(s)
-		}
-		return "[" + strings.Join(out, ", ") + "]"
-	}
-	dur := func(d time.Duration) string { return d.String() }
 	var b strings.Builder
-	fmt.Fprintf(&b, `# Written by outbox_exporter demo for its own pipeline.
-databases:
+	b.WriteString("# Written by outbox_exporter demo for its own pipeline.\n")
+	for _, section := range []string{
+		databasesYAML(dsn),
+		outboxesYAML(o),
+		kafkaYAML(brokers, o),
+		reconcileYAML(o),
+		auditYAML(o),
+	} {
+		b.WriteString(section)
+	}
+	return []byte(b.String())
+}
+
+// yq quotes s: a JSON string is a YAML double-quoted scalar.
+func yq(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// yList is ss as a YAML flow sequence of quoted strings.
+func yList(ss []string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = yq(s)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+func databasesYAML(dsn string) string {
+	return fmt.Sprintf(`databases:
   demo:
     dsn: %s
     max_connections: 3
     statement_timeout: 5s
+`, yq(dsn))
+}
 
+func outboxesYAML(o Options) string {
+	return fmt.Sprintf(`
 outboxes:
   messages:
     database: demo
@@ -58,7 +77,11 @@ outboxes:
     aggregate: message_id
     sequence: message_version
     receipt: receipt
+`, yq("status = 'PENDING' AND last_error LIKE '"+unknownResultPrefix+"%'"), o.OutboxDeadline)
+}
 
+func kafkaYAML(brokers []string, o Options) string {
+	return fmt.Sprintf(`
 kafka:
   demo:
     brokers: %s
@@ -66,7 +89,11 @@ kafka:
     topics: [%s]
     deadline: %s
     deadlines: {%s: %s}
+`, yList(brokers), GroupSearchIndex, GroupNotify, yq(o.Topic), o.GroupDeadline, GroupNotify, o.NotifyDeadline)
+}
 
+func reconcileYAML(o Options) string {
+	return fmt.Sprintf(`
 reconcile:
   search_index:
     schedule: %s
@@ -75,7 +102,11 @@ reconcile:
     authority: {database: demo, table: public.messages, key: id, version: version, created_at: created_at}
     outbox: {name: messages, key: message_id, version: message_version}
     target: {database: demo, table: public.search_index, key: message_id, version: version}
+`, yq(o.ReconcileSchedule), o.ReconcileGrace)
+}
 
+func auditYAML(o Options) string {
+	return fmt.Sprintf(`
 audit:
   messages:
     kafka: demo
@@ -86,12 +117,5 @@ audit:
     window: %s
     aggregate: key
     sequence: json:version
-`,
-		q(dsn),
-		q("status = 'PENDING' AND last_error LIKE '"+unknownResultPrefix+"%'"),
-		dur(o.OutboxDeadline),
-		list(brokers), GroupSearchIndex, GroupNotify, q(o.Topic), dur(o.GroupDeadline), GroupNotify, dur(o.NotifyDeadline),
-		q(o.ReconcileSchedule), dur(o.ReconcileGrace),
-		q(o.Topic), dur(o.AuditGrace), dur(o.AuditWindow))
-	return []byte(b.String())
+`, yq(o.Topic), o.AuditGrace, o.AuditWindow)
 }

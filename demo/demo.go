@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/netutil"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
 )
 
@@ -123,7 +124,7 @@ func (p *Pipeline) startKafka(ctx context.Context) error {
 		p.fake, err = kfake.NewCluster(
 			kfake.NumBrokers(1),
 			kfake.Ports(port),
-			kfake.ListenFn(loopbackListen),
+			kfake.ListenFn(netutil.LoopbackListen),
 			kfake.SeedTopics(3, p.opts.Topic),
 		)
 		if err != nil {
@@ -145,19 +146,6 @@ func (p *Pipeline) startKafka(ctx context.Context) error {
 		return fmt.Errorf("create topic %s: %w", p.opts.Topic, resp.Err)
 	}
 	return nil
-}
-
-// loopbackListen makes kfake listen on 127.0.0.1 even when it asks for
-// all interfaces.
-func loopbackListen(network, addr string) (net.Listener, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return net.Listen(network, net.JoinHostPort(host, port))
 }
 
 func (p *Pipeline) newClient(role string, extra ...kgo.Opt) (*kgo.Client, error) {

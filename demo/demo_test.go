@@ -207,17 +207,20 @@ func groupLag(p *Pipeline, group string) (int64, error) {
 	return total, nil
 }
 
+// allPublished says how many outbox rows are not published, if any.
+func allPublished(t *testing.T, p *Pipeline) error {
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status <> 'PUBLISHED'`); n != 0 {
+		return fmt.Errorf("%d rows unpublished", n)
+	}
+	return nil
+}
+
 // drain stops the writers and waits until every row is published and
 // indexed and both groups have caught up.
 func drain(t *testing.T, p *Pipeline) {
 	t.Helper()
 	p.writersPaused.Store(true)
-	eventually(t, 30*time.Second, "all outbox rows published", func() error {
-		if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status <> 'PUBLISHED'`); n != 0 {
-			return fmt.Errorf("%d rows unpublished", n)
-		}
-		return nil
-	})
+	eventually(t, 30*time.Second, "all outbox rows published", func() error { return allPublished(t, p) })
 	eventually(t, 30*time.Second, "search_index holds every message at its version", func() error {
 		if n := queryInt(t, p, `SELECT count(*) FROM messages m FULL JOIN search_index s ON s.message_id = m.id
 			WHERE s.version IS DISTINCT FROM m.version`); n != 0 {
@@ -378,167 +381,29 @@ func TestFaultsLeaveTheirTrace(t *testing.T) {
 		return nil
 	})
 
-	// C3: the claimed row keeps its lease past expiry, then a relay takes
-	// it back and publishes it.
-	crash := inject(t, p, FaultRelayCrash)
-	crashID := crash.EventIDs[0]
-	if s := rowState(t, p, crashID); s.Status != StatusClaimed || s.Attempts != 1 {
-		t.Fatalf("crashed row: %+v, want CLAIMED after 1 attempt", s)
-	}
-	eventually(t, 10*time.Second, "crashed row's lease expired while CLAIMED", func() error {
-		if s := rowState(t, p, crashID); s.Status != StatusClaimed || !s.Expired {
-			return fmt.Errorf("%+v", s)
-		}
-		return nil
-	})
-	eventually(t, 15*time.Second, "crashed row reclaimed and published", func() error {
-		if s := rowState(t, p, crashID); s.Status != StatusPublished || s.Attempts != 2 {
-			return fmt.Errorf("%+v", s)
-		}
-		return nil
-	})
-
-	// C5: the broker holds the event, the row is PENDING with an unknown
-	// result, and the retry puts it on the topic twice.
-	ack := inject(t, p, FaultAckLost)
-	ackID := ack.EventIDs[0]
-	if s := rowState(t, p, ackID); s.Status != StatusPending || !strings.HasPrefix(s.LastError, unknownResultPrefix) {
-		t.Fatalf("row after a lost ack: %+v, want PENDING with an unknown result", s)
-	}
-	if n := topicCounts(t, p)[ackID]; n != 1 {
-		t.Fatalf("event with a lost ack on the topic %d times before the retry, want 1", n)
-	}
-	eventually(t, 15*time.Second, "lost-ack row retried and published", func() error {
-		if s := rowState(t, p, ackID); s.Status != StatusPublished || s.Attempts != 2 {
-			return fmt.Errorf("%+v", s)
-		}
-		return nil
-	})
-
+	var tr traces
+	tr.crashID = traceRelayCrash(t, p)
+	tr.ackID = traceAckLost(t, p)
 	// Silent loss: PUBLISHED, never on the topic.
 	lost := inject(t, p, FaultMarkBeforeSend)
-	lostID := lost.EventIDs[0]
-	if s := rowState(t, p, lostID); s.Status != StatusPublished {
+	tr.lostID = lost.EventIDs[0]
+	if s := rowState(t, p, tr.lostID); s.Status != StatusPublished {
 		t.Fatalf("row marked before sending: %+v, want PUBLISHED", s)
 	}
-
-	// Consumer stall: notify's lag grows while search-index keeps up.
-	stall := inject(t, p, FaultConsumerStall)
-	if stall.Group != GroupNotify || !stall.Until.After(stall.At) {
-		t.Fatalf("stall record %+v", stall)
-	}
-	eventually(t, 5*time.Second, "notify lag grows during the stall", func() error {
-		lag, err := groupLag(p, GroupNotify)
-		if err == nil && lag < 5 {
-			err = fmt.Errorf("lag %d", lag)
-		}
-		return err
-	})
-	if !p.stalled(GroupNotify) {
-		t.Fatal("stall ended before its lag was seen; raise StallFor")
-	}
-
-	// missing_target: a published, indexed message loses its index row.
-	idx := inject(t, p, FaultIndexRowLost)
-	idxMsg := idx.MessageIDs[0]
-	if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, idxMsg); n != 0 {
-		t.Fatalf("index row of message %d still there", idxMsg)
-	}
-	if n := queryInt(t, p, `SELECT count(*) FROM messages m JOIN outbox o ON o.message_id = m.id AND o.message_version = m.version
-		WHERE m.id = $1 AND o.status = 'PUBLISHED'`, idxMsg); n != 1 {
-		t.Fatalf("message %d of the lost index row: %d published outbox rows at its version, want 1", idxMsg, n)
-	}
-
-	// missing_outbox: a message without any outbox row.
-	mo := inject(t, p, FaultMissingOutbox)
-	moMsg := mo.MessageIDs[0]
-	if n := queryInt(t, p, `SELECT count(*) FROM messages WHERE id = $1`, moMsg); n != 1 {
-		t.Fatalf("message %d without outbox not committed", moMsg)
-	}
-
-	// orphan_target: the event of a rolled-back message gets indexed.
-	rb := inject(t, p, FaultRollbackAfterPublish)
-	rbMsg, rbID := rb.MessageIDs[0], rb.EventIDs[0]
-	if n := queryInt(t, p, `SELECT count(*) FROM messages WHERE id = $1`, rbMsg); n != 0 {
-		t.Fatalf("rolled-back message %d exists", rbMsg)
-	}
-	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_id = $1`, rbID); n != 0 {
-		t.Fatalf("rolled-back outbox row %s exists", rbID)
-	}
-	eventually(t, 15*time.Second, "rolled-back message indexed", func() error {
-		if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, rbMsg); n != 1 {
-			return errors.New("not indexed")
-		}
-		return nil
-	})
-
-	// E9/E10: the overtaken event is held while its successor is
-	// published; then it is published after it.
-	ov := inject(t, p, FaultOrderOvertaken)
-	if len(ov.EventIDs) != 2 {
-		t.Fatalf("order fault record %+v, want the overtaken event and its successor", ov)
-	}
-	if s, n := rowState(t, p, ov.EventIDs[0]), rowState(t, p, ov.EventIDs[1]); s.Status != StatusClaimed || n.Status != StatusPublished {
-		t.Fatalf("overtaken row %+v, successor %+v: want CLAIMED and PUBLISHED", s, n)
-	}
-	eventually(t, 20*time.Second, "overtaken row published after its stall", func() error {
-		if s := rowState(t, p, ov.EventIDs[0]); s.Status != StatusPublished {
-			return fmt.Errorf("%+v", s)
-		}
-		return nil
-	})
-	if order := topicOrder(t, p, ov.EventIDs...); order != "1,0" {
-		t.Errorf("on the topic the order fault's events came %s, want the successor first (1,0)", order)
-	}
-
+	traceConsumerStall(t, p)
+	tr.idxMsg, tr.moMsg = traceReconcileGaps(t, p)
+	tr.rbID = traceRollbackAfterPublish(t, p)
+	traceOrderOvertaken(t, p)
 	// Marked by hand: PUBLISHED with no receipt, on the topic once.
 	hand := inject(t, p, FaultMarkedByHand)
-	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_id = $1 AND status = 'PUBLISHED' AND receipt IS NULL`, hand.EventIDs[0]); n != 1 {
+	tr.handID = hand.EventIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_id = $1 AND status = 'PUBLISHED' AND receipt IS NULL`, tr.handID); n != 1 {
 		t.Errorf("row marked by hand: %d PUBLISHED rows without receipt, want 1", n)
 	}
 
 	// Let everything else settle, then check the traces that must last.
-	p.writersPaused.Store(true)
-	eventually(t, 30*time.Second, "pipeline settled", func() error {
-		if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status <> 'PUBLISHED'`); n != 0 {
-			return fmt.Errorf("%d rows unpublished", n)
-		}
-		if p.stalled(GroupNotify) {
-			return errors.New("notify still stalled")
-		}
-		lag, err := groupLag(p, GroupNotify)
-		if err == nil && lag != 0 {
-			err = fmt.Errorf("notify lag %d", lag)
-		}
-		return err
-	})
-	counts := topicCounts(t, p)
-	if counts[ackID] != 2 {
-		t.Errorf("event with a lost ack on the topic %d times, want 2 (a duplicate)", counts[ackID])
-	}
-	if counts[lostID] != 0 {
-		t.Errorf("event marked before sending on the topic %d times, want 0", counts[lostID])
-	}
-	if counts[rbID] != 1 {
-		t.Errorf("rolled-back event on the topic %d times, want 1", counts[rbID])
-	}
-	if counts[hand.EventIDs[0]] != 1 {
-		t.Errorf("event marked by hand on the topic %d times, want 1", counts[hand.EventIDs[0]])
-	}
-	// Every row the relays published themselves carries a receipt.
-	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status = 'PUBLISHED' AND receipt IS NULL AND event_id <> ALL($1)`,
-		[]string{lostID, hand.EventIDs[0]}); n != 0 {
-		t.Errorf("%d rows published by the relays without a receipt", n)
-	}
-	if counts[crashID] != 1 {
-		t.Errorf("crashed relay's event on the topic %d times, want 1", counts[crashID])
-	}
-	if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, idxMsg); n != 0 {
-		t.Errorf("lost index row of message %d came back", idxMsg)
-	}
-	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE message_id = $1`, moMsg); n != 0 {
-		t.Errorf("message %d got an outbox row", moMsg)
-	}
+	settle(t, p)
+	checkLastingTraces(t, p, tr)
 	var kinds []FaultKind
 	for _, f := range p.Faults() {
 		kinds = append(kinds, f.Kind)
@@ -555,6 +420,194 @@ func TestFaultsLeaveTheirTrace(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 	assertGoroutinesBack(t, before)
+}
+
+// traces are the events and messages whose faults must leave a trace
+// that lasts after the pipeline settles.
+type traces struct {
+	crashID, ackID, lostID, rbID, handID string
+	idxMsg, moMsg                        int64
+}
+
+// eventuallyRow waits up to d for event id's row to satisfy ok.
+func eventuallyRow(t *testing.T, p *Pipeline, d time.Duration, what, id string, ok func(outboxState) bool) {
+	t.Helper()
+	eventually(t, d, what, func() error {
+		if s := rowState(t, p, id); !ok(s) {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+}
+
+// traceRelayCrash (C3): the claimed row keeps its lease past expiry, then
+// a relay takes it back and publishes it.
+func traceRelayCrash(t *testing.T, p *Pipeline) string {
+	t.Helper()
+	crash := inject(t, p, FaultRelayCrash)
+	crashID := crash.EventIDs[0]
+	if s := rowState(t, p, crashID); s.Status != StatusClaimed || s.Attempts != 1 {
+		t.Fatalf("crashed row: %+v, want CLAIMED after 1 attempt", s)
+	}
+	eventuallyRow(t, p, 10*time.Second, "crashed row's lease expired while CLAIMED", crashID, func(s outboxState) bool {
+		return s.Status == StatusClaimed && s.Expired
+	})
+	eventuallyRow(t, p, 15*time.Second, "crashed row reclaimed and published", crashID, func(s outboxState) bool {
+		return s.Status == StatusPublished && s.Attempts == 2
+	})
+	return crashID
+}
+
+// traceAckLost (C5): the broker holds the event, the row is PENDING with
+// an unknown result, and the retry puts it on the topic twice.
+func traceAckLost(t *testing.T, p *Pipeline) string {
+	t.Helper()
+	ack := inject(t, p, FaultAckLost)
+	ackID := ack.EventIDs[0]
+	if s := rowState(t, p, ackID); s.Status != StatusPending || !strings.HasPrefix(s.LastError, unknownResultPrefix) {
+		t.Fatalf("row after a lost ack: %+v, want PENDING with an unknown result", s)
+	}
+	if n := topicCounts(t, p)[ackID]; n != 1 {
+		t.Fatalf("event with a lost ack on the topic %d times before the retry, want 1", n)
+	}
+	eventuallyRow(t, p, 15*time.Second, "lost-ack row retried and published", ackID, func(s outboxState) bool {
+		return s.Status == StatusPublished && s.Attempts == 2
+	})
+	return ackID
+}
+
+// traceConsumerStall: notify's lag grows while search-index keeps up.
+func traceConsumerStall(t *testing.T, p *Pipeline) {
+	t.Helper()
+	stall := inject(t, p, FaultConsumerStall)
+	if stall.Group != GroupNotify || !stall.Until.After(stall.At) {
+		t.Fatalf("stall record %+v", stall)
+	}
+	eventually(t, 5*time.Second, "notify lag grows during the stall", func() error {
+		lag, err := groupLag(p, GroupNotify)
+		if err == nil && lag < 5 {
+			err = fmt.Errorf("lag %d", lag)
+		}
+		return err
+	})
+	if !p.stalled(GroupNotify) {
+		t.Fatal("stall ended before its lag was seen; raise StallFor")
+	}
+}
+
+// traceReconcileGaps injects the two gaps reconcile finds: missing_target
+// (a published, indexed message loses its index row) and missing_outbox
+// (a message without any outbox row). It returns both messages.
+func traceReconcileGaps(t *testing.T, p *Pipeline) (idxMsg, moMsg int64) {
+	t.Helper()
+	idx := inject(t, p, FaultIndexRowLost)
+	idxMsg = idx.MessageIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, idxMsg); n != 0 {
+		t.Fatalf("index row of message %d still there", idxMsg)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM messages m JOIN outbox o ON o.message_id = m.id AND o.message_version = m.version
+		WHERE m.id = $1 AND o.status = 'PUBLISHED'`, idxMsg); n != 1 {
+		t.Fatalf("message %d of the lost index row: %d published outbox rows at its version, want 1", idxMsg, n)
+	}
+	mo := inject(t, p, FaultMissingOutbox)
+	moMsg = mo.MessageIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM messages WHERE id = $1`, moMsg); n != 1 {
+		t.Fatalf("message %d without outbox not committed", moMsg)
+	}
+	return idxMsg, moMsg
+}
+
+// traceRollbackAfterPublish (orphan_target): the event of a rolled-back
+// message gets indexed.
+func traceRollbackAfterPublish(t *testing.T, p *Pipeline) string {
+	t.Helper()
+	rb := inject(t, p, FaultRollbackAfterPublish)
+	rbMsg, rbID := rb.MessageIDs[0], rb.EventIDs[0]
+	if n := queryInt(t, p, `SELECT count(*) FROM messages WHERE id = $1`, rbMsg); n != 0 {
+		t.Fatalf("rolled-back message %d exists", rbMsg)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE event_id = $1`, rbID); n != 0 {
+		t.Fatalf("rolled-back outbox row %s exists", rbID)
+	}
+	eventually(t, 15*time.Second, "rolled-back message indexed", func() error {
+		if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, rbMsg); n != 1 {
+			return errors.New("not indexed")
+		}
+		return nil
+	})
+	return rbID
+}
+
+// traceOrderOvertaken (E9/E10): the overtaken event is held while its
+// successor is published; then it is published after it.
+func traceOrderOvertaken(t *testing.T, p *Pipeline) {
+	t.Helper()
+	ov := inject(t, p, FaultOrderOvertaken)
+	if len(ov.EventIDs) != 2 {
+		t.Fatalf("order fault record %+v, want the overtaken event and its successor", ov)
+	}
+	if s, n := rowState(t, p, ov.EventIDs[0]), rowState(t, p, ov.EventIDs[1]); s.Status != StatusClaimed || n.Status != StatusPublished {
+		t.Fatalf("overtaken row %+v, successor %+v: want CLAIMED and PUBLISHED", s, n)
+	}
+	eventuallyRow(t, p, 20*time.Second, "overtaken row published after its stall", ov.EventIDs[0], func(s outboxState) bool {
+		return s.Status == StatusPublished
+	})
+	if order := topicOrder(t, p, ov.EventIDs...); order != "1,0" {
+		t.Errorf("on the topic the order fault's events came %s, want the successor first (1,0)", order)
+	}
+}
+
+// settle pauses the writers and waits until every row is published and
+// the notify group has caught up.
+func settle(t *testing.T, p *Pipeline) {
+	t.Helper()
+	p.writersPaused.Store(true)
+	eventually(t, 30*time.Second, "pipeline settled", func() error {
+		if err := allPublished(t, p); err != nil {
+			return err
+		}
+		if p.stalled(GroupNotify) {
+			return errors.New("notify still stalled")
+		}
+		lag, err := groupLag(p, GroupNotify)
+		if err == nil && lag != 0 {
+			err = fmt.Errorf("notify lag %d", lag)
+		}
+		return err
+	})
+}
+
+// checkLastingTraces checks what each fault leaves once the pipeline has
+// settled: on the topic, in the receipts, in the index and the outbox.
+func checkLastingTraces(t *testing.T, p *Pipeline, tr traces) {
+	t.Helper()
+	counts := topicCounts(t, p)
+	if counts[tr.ackID] != 2 {
+		t.Errorf("event with a lost ack on the topic %d times, want 2 (a duplicate)", counts[tr.ackID])
+	}
+	if counts[tr.lostID] != 0 {
+		t.Errorf("event marked before sending on the topic %d times, want 0", counts[tr.lostID])
+	}
+	if counts[tr.rbID] != 1 {
+		t.Errorf("rolled-back event on the topic %d times, want 1", counts[tr.rbID])
+	}
+	if counts[tr.handID] != 1 {
+		t.Errorf("event marked by hand on the topic %d times, want 1", counts[tr.handID])
+	}
+	// Every row the relays published themselves carries a receipt.
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE status = 'PUBLISHED' AND receipt IS NULL AND event_id <> ALL($1)`,
+		[]string{tr.lostID, tr.handID}); n != 0 {
+		t.Errorf("%d rows published by the relays without a receipt", n)
+	}
+	if counts[tr.crashID] != 1 {
+		t.Errorf("crashed relay's event on the topic %d times, want 1", counts[tr.crashID])
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM search_index WHERE message_id = $1`, tr.idxMsg); n != 0 {
+		t.Errorf("lost index row of message %d came back", tr.idxMsg)
+	}
+	if n := queryInt(t, p, `SELECT count(*) FROM outbox WHERE message_id = $1`, tr.moMsg); n != 0 {
+		t.Errorf("message %d got an outbox row", tr.moMsg)
+	}
 }
 
 func TestFaultScriptInjectsInTurn(t *testing.T) {

@@ -108,17 +108,57 @@ func TestExporterSeesEachFault(t *testing.T) {
 	o.StallFor = 12 * time.Second
 	o.ReconcileGrace = 2 * time.Second
 	p, _ := start(t, o)
+	a, gaps := observe(t, p)
+
+	// Healthy first seconds: nothing past its deadline, no gaps.
+	time.Sleep(6 * time.Second)
+	checkHealthyMetrics(t, a, gaps)
+
+	inject(t, p, FaultRelayCrash)
+	waitMetric(t, a, 15*time.Second, "outbox_events", map[string]string{"state": "lease_expired"}, gt(0))
+	waitMetric(t, a, 15*time.Second, "outbox_past_deadline_events", nil, gt(0))
+	waitMetric(t, a, 15*time.Second, "outbox_lease_expirations_total", nil, gt(0))
+
+	inject(t, p, FaultAckLost)
+	waitMetric(t, a, 10*time.Second, "outbox_unknown_result_events", nil, gt(0))
+	waitMetric(t, a, 30*time.Second, "outbox_audit_unmarked_in_broker_events", nil, gt(0))
+	waitMetric(t, a, 40*time.Second, "outbox_audit_duplicates_total", nil, gt(0))
+
+	inject(t, p, FaultMarkBeforeSend)
+	waitMetric(t, a, 20*time.Second, "outbox_audit_missing_in_broker_events", nil, gt(0))
+
+	inject(t, p, FaultConsumerStall)
+	waitMetric(t, a, 12*time.Second, "outbox_consumer_lag_seconds", map[string]string{"group": GroupNotify}, gt(o.NotifyDeadline.Seconds()))
+
+	seeReconcileGaps(t, p, gaps)
+	seeOrderFaults(t, p, a)
+	if t.Failed() {
+		var b strings.Builder
+		for _, s := range scrape(t, a) {
+			if strings.HasPrefix(s.name, "outbox_") {
+				fmt.Fprintf(&b, "%s%v %v\n", s.name, s.labels, s.value)
+			}
+		}
+		t.Logf("last scrape:\n%s", b.String())
+	}
+}
+
+// observe builds and starts the exporter's app on the config the demo
+// writes (audits comparing every 2s) and a reconcile scheduler, both
+// stopped when the test ends; gaps runs the search_index job once.
+func observe(t *testing.T, p *Pipeline) (a *app.App, gaps func() map[reconcile.Kind]int64) {
+	t.Helper()
 	cfg, err := config.Parse(p.ConfigYAML(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := app.Build(ctx, cfg, discard())
+	t.Cleanup(cancel)
+	a, err = app.Build(ctx, cfg, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	t.Cleanup(a.Close)
 	// The demo's tables carry every column and index the exporter's
 	// queries want.
 	for name, ob := range cfg.Outboxes {
@@ -135,8 +175,8 @@ func TestExporterSeesEachFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sched.Stop()
-	gaps := func() map[reconcile.Kind]int64 {
+	t.Cleanup(sched.Stop)
+	return a, func() map[reconcile.Kind]int64 {
 		t.Helper()
 		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 		defer rcancel()
@@ -146,9 +186,13 @@ func TestExporterSeesEachFault(t *testing.T) {
 		}
 		return r.Gaps
 	}
+}
 
-	// Healthy first seconds: nothing past its deadline, no gaps.
-	time.Sleep(6 * time.Second)
+// checkHealthyMetrics checks, once the audit has checked events, that no
+// fault metric is above 0, every collector succeeds and reconcile finds
+// no gap.
+func checkHealthyMetrics(t *testing.T, a *app.App, gaps func() map[reconcile.Kind]int64) {
+	t.Helper()
 	waitMetric(t, a, 20*time.Second, "outbox_audit_checked_events_total", nil, gt(0))
 	ss := scrape(t, a)
 	for _, c := range []struct {
@@ -177,23 +221,12 @@ func TestExporterSeesEachFault(t *testing.T) {
 	if g := gaps(); g["missing_outbox"]+g["missing_target"]+g["orphan_target"]+g["stale_target"] != 0 {
 		t.Errorf("healthy: reconcile gaps %v", g)
 	}
+}
 
-	inject(t, p, FaultRelayCrash)
-	waitMetric(t, a, 15*time.Second, "outbox_events", map[string]string{"state": "lease_expired"}, gt(0))
-	waitMetric(t, a, 15*time.Second, "outbox_past_deadline_events", nil, gt(0))
-	waitMetric(t, a, 15*time.Second, "outbox_lease_expirations_total", nil, gt(0))
-
-	inject(t, p, FaultAckLost)
-	waitMetric(t, a, 10*time.Second, "outbox_unknown_result_events", nil, gt(0))
-	waitMetric(t, a, 30*time.Second, "outbox_audit_unmarked_in_broker_events", nil, gt(0))
-	waitMetric(t, a, 40*time.Second, "outbox_audit_duplicates_total", nil, gt(0))
-
-	inject(t, p, FaultMarkBeforeSend)
-	waitMetric(t, a, 20*time.Second, "outbox_audit_missing_in_broker_events", nil, gt(0))
-
-	inject(t, p, FaultConsumerStall)
-	waitMetric(t, a, 12*time.Second, "outbox_consumer_lag_seconds", map[string]string{"group": GroupNotify}, gt(o.NotifyDeadline.Seconds()))
-
+// seeReconcileGaps injects each fault reconcile finds and waits for its
+// gap count to grow.
+func seeReconcileGaps(t *testing.T, p *Pipeline, gaps func() map[reconcile.Kind]int64) {
+	t.Helper()
 	for _, c := range []struct {
 		kind FaultKind
 		gap  reconcile.Kind
@@ -217,16 +250,6 @@ func TestExporterSeesEachFault(t *testing.T) {
 				break
 			}
 		}
-	}
-	seeOrderFaults(t, p, a)
-	if t.Failed() {
-		var b strings.Builder
-		for _, s := range scrape(t, a) {
-			if strings.HasPrefix(s.name, "outbox_") {
-				fmt.Fprintf(&b, "%s%v %v\n", s.name, s.labels, s.value)
-			}
-		}
-		t.Logf("last scrape:\n%s", b.String())
 	}
 }
 

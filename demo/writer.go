@@ -2,13 +2,13 @@ package demo
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -23,13 +23,7 @@ type outboxRow struct {
 }
 
 // newEventID returns a random UUID (version 4) in its canonical text form.
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func newEventID() string { return uuid.NewString() }
 
 var words = strings.Fields("ship the outbox before lunch ping me when the index is back the relay looks fine now who paid for the order")
 

@@ -112,6 +112,59 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	// 1. The demo pipeline and the exporter on it.
+	pipe, cfg, cfgFile := startDemo(t, dir, announced, logger)
+	exporterURL := startExporter(t, cfgFile, logger.With("part", "exporter"))
+
+	// 2. Rules and dashboards for that config; Alertmanager; Prometheus.
+	genDir := filepath.Join(dir, "generated")
+	if err := generate.Write(cfg, genDir); err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	rulesFile := shortRules(t, filepath.Join(genDir, filepath.FromSlash(generate.RulesFile)), filepath.Join(dir, "rules.yml"))
+	rcv := newReceiver(t)
+	amAddr := startAlertmanager(t, amBin, dir, rcv.srv.URL)
+	api := startPrometheus(t, promBin, dir, rulesFile, amAddr, exporterURL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			if states, err := api.alertStates(context.Background()); err == nil {
+				t.Logf("Prometheus's active alerts at the end:\n  %s", strings.Join(states, "\n  "))
+			}
+			t.Logf("the exporter's outbox metrics at the end:\n%s", outboxMetrics(exporterURL))
+		}
+	})
+
+	firstScrape := waitScraped(t, ctx, api, ScrapeWait)
+	t.Logf("%s: Prometheus scrapes the exporter; healthy for %s", since(began), healthyFor)
+
+	// 3. A healthy minute: no alert.
+	time.Sleep(time.Until(firstScrape.Add(healthyFor)))
+	checkHealthy(t, ctx, rcv, api)
+
+	// Then each fault, each raising its own alert.
+	injected := injectFaults(t, ctx, pipe, rcv, began)
+	checkFaultAlerts(t, injected, rcv)
+	t.Logf("%s: the faults' alerts are in", since(began))
+
+	// 4 and 5, side by side: the dashboards' queries and the page.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		checkPage(t, ctx, chromeBin, exporterURL, cfg)
+	}()
+	time.Sleep(time.Until(firstScrape.Add(dashboardData)))
+	checkDashboards(t, ctx, api, genDir, firstScrape)
+	wg.Wait()
+	t.Logf("%s: done", since(began))
+}
+
+// startDemo starts the demo pipeline with demoOptions (closed when the
+// test ends) and writes its config, with the alerting selector naming
+// jobName, into dir.
+func startDemo(t *testing.T, dir string, announced io.Writer, logger *slog.Logger) (*demo.Pipeline, *config.Config, string) {
+	t.Helper()
 	opts := demoOptions()
 	opts.Out = announced
 	startCtx, cancelStart := context.WithTimeout(context.Background(), time.Minute)
@@ -134,16 +187,13 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load the demo's config: %v", err)
 	}
-	exporterURL := startExporter(t, cfgFile, logger.With("part", "exporter"))
+	return pipe, cfg, cfgFile
+}
 
-	// 2. Rules and dashboards for that config; Alertmanager; Prometheus.
-	genDir := filepath.Join(dir, "generated")
-	if err := generate.Write(cfg, genDir); err != nil {
-		t.Fatalf("generate: %v", err)
-	}
-	rulesFile := shortRules(t, filepath.Join(genDir, filepath.FromSlash(generate.RulesFile)), filepath.Join(dir, "rules.yml"))
-
-	rcv := newReceiver(t)
+// startAlertmanager runs Alertmanager sending every alert at once to the
+// webhook at receiverURL and returns its address.
+func startAlertmanager(t *testing.T, amBin, dir, receiverURL string) string {
+	t.Helper()
 	amAddr := freeAddr(t)
 	amConfig := filepath.Join(dir, "alertmanager.yml")
 	writeFile(t, amConfig, fmt.Sprintf(`route:
@@ -157,11 +207,17 @@ receivers:
     webhook_configs:
       - url: %s/alerts
         send_resolved: true
-`, rcv.srv.URL))
+`, receiverURL))
 	am := startProc(t, "alertmanager", amBin, "--config.file="+amConfig, "--storage.path="+filepath.Join(dir, "am"),
 		"--web.listen-address="+amAddr, "--cluster.listen-address=", "--log.level=warn")
 	waitReady(t, am, "http://"+amAddr+"/-/ready", time.Minute)
+	return amAddr
+}
 
+// startPrometheus runs Prometheus scraping the exporter as jobName with
+// rulesFile, alerting to the Alertmanager at amAddr.
+func startPrometheus(t *testing.T, promBin, dir, rulesFile, amAddr, exporterURL string) promAPI {
+	t.Helper()
 	promAddr := freeAddr(t)
 	promConfig := filepath.Join(dir, "prometheus.yml")
 	writeFile(t, promConfig, fmt.Sprintf(`global:
@@ -181,23 +237,13 @@ scrape_configs:
 	prom := startProc(t, "prometheus", promBin, "--config.file="+promConfig, "--storage.tsdb.path="+filepath.Join(dir, "prom"),
 		"--web.listen-address="+promAddr, "--log.level=warn")
 	waitReady(t, prom, "http://"+promAddr+"/-/ready", time.Minute)
-	api := promAPI{base: "http://" + promAddr, client: &http.Client{Timeout: 20 * time.Second}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() {
-			if states, err := api.alertStates(context.Background()); err == nil {
-				t.Logf("Prometheus's active alerts at the end:\n  %s", strings.Join(states, "\n  "))
-			}
-			t.Logf("the exporter's outbox metrics at the end:\n%s", outboxMetrics(exporterURL))
-		}
-	})
+	return promAPI{base: "http://" + promAddr, client: &http.Client{Timeout: 20 * time.Second}}
+}
 
-	firstScrape := waitScraped(t, ctx, api, ScrapeWait)
-	t.Logf("%s: Prometheus scrapes the exporter; healthy for %s", since(began), healthyFor)
-
-	// 3. A healthy minute: no alert.
-	time.Sleep(time.Until(firstScrape.Add(healthyFor)))
+// checkHealthy checks that the healthy pipeline raised no alert and that
+// Prometheus loaded the rules, all healthy.
+func checkHealthy(t *testing.T, ctx context.Context, rcv *receiver, api promAPI) {
+	t.Helper()
 	if got := rcv.received(); len(got) > 0 {
 		t.Errorf("the healthy first %s raised alerts (a bug in the rules or the demo): %s", healthyFor, rcv.describe())
 	}
@@ -209,9 +255,13 @@ scrape_configs:
 	if states, err := api.alertStates(ctx); err == nil && len(states) > 0 {
 		t.Logf("pending or firing after the healthy minute:\n  %s", strings.Join(states, "\n  "))
 	}
+}
 
-	// Then each fault. mark_before_send leaves a missing_target gap too,
-	// so it comes once index_row_lost's gap alert has arrived.
+// injectFaults injects every fault of the demo and returns when each was
+// injected. mark_before_send leaves a missing_target gap too, so it comes
+// once index_row_lost's gap alert has arrived.
+func injectFaults(t *testing.T, ctx context.Context, pipe *demo.Pipeline, rcv *receiver, began time.Time) map[demo.FaultKind]time.Time {
+	t.Helper()
 	injected := map[demo.FaultKind]time.Time{}
 	inject := func(kind demo.FaultKind) {
 		t.Helper()
@@ -241,12 +291,19 @@ scrape_configs:
 		time.Sleep(500 * time.Millisecond)
 	}
 	inject(demo.FaultMarkBeforeSend)
-
 	for _, kind := range demo.FaultKinds {
 		if _, ok := injected[kind]; !ok {
 			t.Fatalf("fault %s is not injected: add it to the test's order", kind)
 		}
 	}
+	return injected
+}
+
+// checkFaultAlerts waits up to alertBound after the last fault for every
+// fault's own alert, logs how soon each came, and checks that no alert
+// arrived that no fault explains.
+func checkFaultAlerts(t *testing.T, injected map[demo.FaultKind]time.Time, rcv *receiver) {
+	t.Helper()
 	last := injected[demo.FaultMarkBeforeSend]
 	var missing []string
 	for {
@@ -275,19 +332,6 @@ scrape_configs:
 	if extra := Unexpected(got); len(extra) > 0 {
 		t.Errorf("alerts no fault explains: %v\nreceived: %s", extra, rcv.describe())
 	}
-	t.Logf("%s: the faults' alerts are in", since(began))
-
-	// 4 and 5, side by side: the dashboards' queries and the page.
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		checkPage(t, ctx, chromeBin, exporterURL, cfg)
-	}()
-	time.Sleep(time.Until(firstScrape.Add(dashboardData)))
-	checkDashboards(t, ctx, api, genDir, firstScrape)
-	wg.Wait()
-	t.Logf("%s: done", since(began))
 }
 
 func since(t time.Time) string { return time.Since(t).Round(time.Second).String() }

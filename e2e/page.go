@@ -50,96 +50,24 @@ func CheckPage(dom []byte, want PageWant) PageReport {
 	if err != nil {
 		return PageReport{Problems: []string{fmt.Sprintf("parse the page: %v", err)}}
 	}
-	var (
-		rows      []pageRow
-		rep       PageReport
-		runbook   bool
-		stuckRows int
-	)
-	var walk func(n *html.Node, row *pageRow)
-	walk = func(n *html.Node, row *pageRow) {
-		if n.Type == html.ElementNode {
-			if href, ok := attr(n, "href"); ok && n.Data == "a" {
-				rep.Links = append(rep.Links, href)
-				if strings.EqualFold(strings.TrimSpace(text(n)), "runbook") &&
-					(strings.HasPrefix(href, "https://") || strings.HasPrefix(href, "http://")) {
-					runbook = true
-				}
-			}
-			if n.Data == "table" && hasClass(n, "stuck") {
-				stuckRows += countCode(n)
-			}
-			if status, ok := attr(n, "data-status"); ok && n.Data == "tr" {
-				class, _ := attr(n, "class")
-				name := ""
-				for _, a := range []string{"data-outbox", "data-group", "data-job"} {
-					if v, ok := attr(n, a); ok {
-						name = v
-					}
-				}
-				rows = append(rows, pageRow{class: class, name: name, status: status})
-				row = &rows[len(rows)-1]
-				for c := n.FirstChild; c != nil; c = c.NextSibling {
-					walk(c, row)
-				}
-				return
-			}
-			if n.Data == "svg" && row != nil && hasClass(n, "trend") {
-				row.trends++
-				if label, _ := attr(n, "aria-label"); label != "no history yet" {
-					row.drawn++
-				}
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c, row)
-		}
-	}
-	walk(root, nil)
+	sc := &pageScan{}
+	sc.walk(root, nil)
 
-	find := func(class, name string) *pageRow {
-		for i := range rows {
-			if hasWord(rows[i].class, class) && rows[i].name == name {
-				return &rows[i]
-			}
-		}
-		return nil
-	}
 	var problems []string
-	check := func(class string, names []string, trend bool, link string) {
-		for _, name := range names {
-			if link != "" && !slices.ContainsFunc(rep.Links, func(h string) bool {
-				return strings.HasPrefix(h, link+url.QueryEscape(name))
-			}) {
-				problems = append(problems, fmt.Sprintf("%s %q: no link to %s", class, name, link+name))
-			}
-			r := find(class, name)
-			switch {
-			case r == nil:
-				problems = append(problems, fmt.Sprintf("no %s row for %q", class, name))
-				continue
-			case !slices.Contains(statuses, r.status):
-				problems = append(problems, fmt.Sprintf("%s %q: data-status %q is not one of %v", class, name, r.status, statuses))
-			}
-			if trend && r.trends == 0 {
-				problems = append(problems, fmt.Sprintf("%s %q: no trend SVG", class, name))
-			}
-		}
-	}
-	check("outbox", want.Outboxes, true, "/api/v1/stuck?outbox=")
-	check("group", want.Groups, true, "")
-	check("reconcile", want.Reconciles, false, "/api/v1/reconcile?job=")
-	check("audit", want.Audits, false, "/api/v1/audit?outbox=")
-	if !runbook {
+	problems = append(problems, sc.checkRows("outbox", want.Outboxes, true, "/api/v1/stuck?outbox=")...)
+	problems = append(problems, sc.checkRows("group", want.Groups, true, "")...)
+	problems = append(problems, sc.checkRows("reconcile", want.Reconciles, false, "/api/v1/reconcile?job=")...)
+	problems = append(problems, sc.checkRows("audit", want.Audits, false, "/api/v1/audit?outbox=")...)
+	if !sc.runbook {
 		problems = append(problems, "no link to the runbook")
 	}
-	if want.Stuck && stuckRows == 0 {
+	if want.Stuck && sc.stuckRows == 0 {
 		problems = append(problems, "no stuck rows listed although faults are active")
 	}
 
 	crit, drawn := 0, 0
 	var parts []string
-	for _, r := range rows {
+	for _, r := range sc.rows {
 		if r.status == "crit" {
 			crit++
 		}
@@ -152,9 +80,92 @@ func CheckPage(dom []byte, want PageWant) PageReport {
 	if drawn == 0 && len(want.Outboxes)+len(want.Groups) > 0 {
 		problems = append(problems, "no trend SVG draws any history")
 	}
-	rep.Problems = problems
-	rep.Summary = strings.Join(parts, ", ")
-	return rep
+	return PageReport{Problems: problems, Summary: strings.Join(parts, ", "), Links: sc.links}
+}
+
+// pageScan is what one walk over the page's DOM collects.
+type pageScan struct {
+	rows      []pageRow
+	links     []string
+	runbook   bool
+	stuckRows int
+}
+
+// walk visits n and its children; row is the state row they stand in,
+// if any.
+func (sc *pageScan) walk(n *html.Node, row *pageRow) {
+	if n.Type == html.ElementNode {
+		if href, ok := attr(n, "href"); ok && n.Data == "a" {
+			sc.links = append(sc.links, href)
+			if strings.EqualFold(strings.TrimSpace(text(n)), "runbook") &&
+				(strings.HasPrefix(href, "https://") || strings.HasPrefix(href, "http://")) {
+				sc.runbook = true
+			}
+		}
+		if n.Data == "table" && hasClass(n, "stuck") {
+			sc.stuckRows += countCode(n)
+		}
+		if status, ok := attr(n, "data-status"); ok && n.Data == "tr" {
+			class, _ := attr(n, "class")
+			name := ""
+			for _, a := range []string{"data-outbox", "data-group", "data-job"} {
+				if v, ok := attr(n, a); ok {
+					name = v
+				}
+			}
+			sc.rows = append(sc.rows, pageRow{class: class, name: name, status: status})
+			row = &sc.rows[len(sc.rows)-1]
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				sc.walk(c, row)
+			}
+			return
+		}
+		if n.Data == "svg" && row != nil && hasClass(n, "trend") {
+			row.trends++
+			if label, _ := attr(n, "aria-label"); label != "no history yet" {
+				row.drawn++
+			}
+		}
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		sc.walk(c, row)
+	}
+}
+
+// find returns the row of that class and name, or nil.
+func (sc *pageScan) find(class, name string) *pageRow {
+	for i := range sc.rows {
+		if hasWord(sc.rows[i].class, class) && sc.rows[i].name == name {
+			return &sc.rows[i]
+		}
+	}
+	return nil
+}
+
+// checkRows returns what is wrong with the rows of class for names: a
+// missing link (when link is set), a missing row, an invalid data-status,
+// a missing trend (when trend is set).
+func (sc *pageScan) checkRows(class string, names []string, trend bool, link string) []string {
+	var problems []string
+	for _, name := range names {
+		if link != "" && !slices.ContainsFunc(sc.links, func(h string) bool {
+			return strings.HasPrefix(h, link+url.QueryEscape(name))
+		}) {
+			problems = append(problems, fmt.Sprintf("%s %q: no link to %s", class, name, link+name))
+		}
+		r := sc.find(class, name)
+		switch {
+		case r == nil:
+			problems = append(problems, fmt.Sprintf("no %s row for %q", class, name))
+			continue
+		case !slices.Contains(statuses, r.status):
+			problems = append(problems, fmt.Sprintf("%s %q: data-status %q is not one of %v", class, name, r.status, statuses))
+		}
+		if trend && r.trends == 0 {
+			problems = append(problems, fmt.Sprintf("%s %q: no trend SVG", class, name))
+		}
+	}
+	return problems
 }
 
 // text returns the text inside n.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"syscall"
@@ -98,15 +97,7 @@ func (p *proc) exited() bool {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port nobody listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+var freeAddr = testutil.FreeAddr
 
 // waitReady polls url until it answers 200, the process exits, or d
 // passes.

@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 func TestAlertmanagerRoutes(t *testing.T) {
@@ -43,78 +44,17 @@ func TestAlertmanagerRoutes(t *testing.T) {
 // and checks that a critical alert on an outbox inhibits the warnings on
 // the same outbox, and only those.
 func TestAlertmanagerInhibition(t *testing.T) {
-	am := requireTool(t, "prometheus-alertmanager")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, am,
-		"--config.file="+filepath.Join(deployDir, "alertmanager.yml"),
-		"--storage.path="+t.TempDir(),
-		"--web.listen-address="+addr,
-		"--cluster.listen-address=",
-	)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("alertmanager log:\n%s", logs.String())
-		}
-	}()
-	base := "http://" + addr + "/api/v2"
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := client.Get(base + "/status")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alertmanager did not start on %s", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-
-	alert := func(name, severity, outbox string, extra ...string) map[string]any {
-		labels := map[string]string{"alertname": name, "severity": severity, "job": "outbox_exporter"}
-		if outbox != "" {
-			labels["outbox"] = outbox
-		}
-		for i := 0; i+1 < len(extra); i += 2 {
-			labels[extra[i]] = extra[i+1]
-		}
-		return map[string]any{"labels": labels, "startsAt": time.Now().Add(-time.Minute).Format(time.RFC3339)}
-	}
-	body, _ := json.Marshal([]map[string]any{
-		alert("OutboxNotificationDeadlineMissed", "critical", "messages"),
-		alert("OutboxDeadEvents", "warning", "messages"),
-		alert("OutboxDeadEvents", "warning", "other"),
-		alert("OutboxExporterAbsent", "critical", ""),
-		alert("OutboxCollectorFailing", "warning", "", "collector", "outbox", "target", "messages", "instance", "a:9899"),
-		alert("OutboxCollectorFailingEverywhere", "critical", "", "collector", "outbox", "target", "messages"),
-		alert("OutboxCollectorFailing", "warning", "", "collector", "kafka", "target", "main", "instance", "a:9899"),
-		alert("OutboxExporterTargetDown", "warning", "", "instance", "b:9899"),
+	base, client := startAlertmanager(t)
+	postAlerts(t, client, base, []map[string]any{
+		amAlert("OutboxNotificationDeadlineMissed", "critical", "messages"),
+		amAlert("OutboxDeadEvents", "warning", "messages"),
+		amAlert("OutboxDeadEvents", "warning", "other"),
+		amAlert("OutboxExporterAbsent", "critical", ""),
+		amAlert("OutboxCollectorFailing", "warning", "", "collector", "outbox", "target", "messages", "instance", "a:9899"),
+		amAlert("OutboxCollectorFailingEverywhere", "critical", "", "collector", "outbox", "target", "messages"),
+		amAlert("OutboxCollectorFailing", "warning", "", "collector", "kafka", "target", "main", "instance", "a:9899"),
+		amAlert("OutboxExporterTargetDown", "warning", "", "instance", "b:9899"),
 	})
-	resp, err := client.Post(base+"/alerts", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("post alerts: %s", resp.Status)
-	}
 
 	want := map[string]bool{ // alertname/outbox -> inhibited
 		"OutboxNotificationDeadlineMissed/messages": false,
@@ -127,7 +67,8 @@ func TestAlertmanagerInhibition(t *testing.T) {
 		"OutboxExporterTargetDown/":                 true,
 	}
 	var got map[string]bool
-	for time.Now().Before(deadline.Add(10 * time.Second)) {
+	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); {
+		var err error
 		got, err = inhibited(client, base)
 		if err != nil {
 			t.Fatal(err)
@@ -138,6 +79,77 @@ func TestAlertmanagerInhibition(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Errorf("inhibited alerts: got %v, want %v", got, want)
+}
+
+// startAlertmanager runs Alertmanager with deploy/alertmanager.yml on a
+// free port until the test ends (its log shown if the test failed) and
+// waits until its API answers. It returns the API's base URL.
+func startAlertmanager(t *testing.T) (string, *http.Client) {
+	t.Helper()
+	am := requireTool(t, "prometheus-alertmanager")
+	addr := testutil.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, am,
+		"--config.file="+filepath.Join(deployDir, "alertmanager.yml"),
+		"--storage.path="+t.TempDir(),
+		"--web.listen-address="+addr,
+		"--cluster.listen-address=",
+	)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("alertmanager log:\n%s", logs.String())
+		}
+	})
+	base := "http://" + addr + "/api/v2"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := client.Get(base + "/status")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base, client
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alertmanager did not start on %s", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// amAlert is an alert firing since a minute ago, from the exporter's job,
+// on outbox (if set), with extra label name-value pairs.
+func amAlert(name, severity, outbox string, extra ...string) map[string]any {
+	labels := map[string]string{"alertname": name, "severity": severity, "job": "outbox_exporter"}
+	if outbox != "" {
+		labels["outbox"] = outbox
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		labels[extra[i]] = extra[i+1]
+	}
+	return map[string]any{"labels": labels, "startsAt": time.Now().Add(-time.Minute).Format(time.RFC3339)}
+}
+
+func postAlerts(t *testing.T, client *http.Client, base string, alerts []map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(alerts)
+	resp, err := client.Post(base+"/alerts", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("post alerts: %s", resp.Status)
+	}
 }
 
 // inhibited lists the alerts Alertmanager holds and whether each is

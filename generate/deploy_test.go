@@ -164,31 +164,8 @@ func TestMonitoringRole(t *testing.T) {
 	if err != nil {
 		t.Fatal("psql is not installed; install it with: apt-get install -y --no-install-recommends postgresql-client")
 	}
-	role := fmt.Sprintf("outbox_monitor_test_%d", time.Now().UnixNano())
-	// Registered first, so it runs after the databases are dropped.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, pgtest.ServerURL())
-		if err != nil {
-			t.Errorf("drop role: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
-			t.Errorf("drop role: %v", err)
-		}
-	})
-	app, search := pgtest.New(t), pgtest.New(t)
-	app.Exec(t, `CREATE TABLE public.outbox (
-		event_id text PRIMARY KEY, created_at timestamptz NOT NULL, event_type text, topic text,
-		status text, published_at timestamptz, lease_until timestamptz, attempts int, last_error text,
-		message_id text, message_version int, payload jsonb,
-		conversation_id text, seq bigint, receipt_id text)`)
-	app.Exec(t, `CREATE TABLE public.messages (id text PRIMARY KEY, version int, created_at timestamptz, body text)`)
-	app.Exec(t, `INSERT INTO public.outbox VALUES ('e1', now(), 'order.paid', 'orders', 'PENDING', NULL, NULL, 0, NULL, 'm1', 1, '{"secret": 1}', 'c1', 1, NULL)`)
-	app.Exec(t, `INSERT INTO public.messages VALUES ('m1', 1, now(), 'private body')`)
-	search.Exec(t, `CREATE TABLE public.search_index (message_id text PRIMARY KEY, version int, content text)`)
+	role := testRole(t)
+	app, search := roleDatabases(t)
 
 	// The script takes the password from the environment, never from -v.
 	runScript := func() ([]byte, error) {
@@ -208,20 +185,7 @@ func TestMonitoringRole(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	as := func(db *pgtest.DB) *pgx.Conn {
-		u, err := url.Parse(db.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.User = url.UserPassword(role, "s3cret")
-		conn, err := pgx.Connect(ctx, u.String())
-		if err != nil {
-			t.Fatalf("connect as %s: %v", role, err)
-		}
-		t.Cleanup(func() { conn.Close(context.Background()) })
-		return conn
-	}
-	appConn, searchConn := as(app), as(search)
+	appConn, searchConn := connectAs(t, ctx, app, role, "s3cret"), connectAs(t, ctx, search, role, "s3cret")
 	allowed := []struct {
 		conn *pgx.Conn
 		sql  string
@@ -231,12 +195,7 @@ func TestMonitoringRole(t *testing.T) {
 		{searchConn, `SELECT message_id, version FROM public.search_index`},
 	}
 	for _, q := range allowed {
-		rows, err := q.conn.Query(ctx, q.sql)
-		if err == nil {
-			rows.Close()
-			err = rows.Err()
-		}
-		if err != nil {
+		if err := queryAll(ctx, q.conn, q.sql); err != nil {
 			t.Errorf("%s: %v", q.sql, err)
 		}
 	}
@@ -252,12 +211,7 @@ func TestMonitoringRole(t *testing.T) {
 		{appConn, `CREATE TABLE public.x (a int)`},
 	}
 	for _, q := range denied {
-		rows, err := q.conn.Query(ctx, q.sql)
-		if err == nil {
-			rows.Close()
-			err = rows.Err()
-		}
-		if err == nil {
+		if queryAll(ctx, q.conn, q.sql) == nil {
 			t.Errorf("%s succeeded as the monitoring role", q.sql)
 		}
 	}
@@ -265,6 +219,72 @@ func TestMonitoringRole(t *testing.T) {
 	if err := appConn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil || ro != "on" {
 		t.Errorf("default_transaction_read_only = %q, %v; want on", ro, err)
 	}
+}
+
+// testRole names a role of its own for the test and drops it when the
+// test ends. Call it before pgtest.New: cleanups run last-first, so the
+// role is dropped after the databases that hold its grants.
+func testRole(t *testing.T) string {
+	t.Helper()
+	role := fmt.Sprintf("outbox_monitor_test_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pgtest.ServerURL())
+		if err != nil {
+			t.Errorf("drop role: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	return role
+}
+
+// roleDatabases makes the example's two databases: the application's
+// (outbox and messages, with columns the role must not read) and the
+// search index's.
+func roleDatabases(t *testing.T) (app, search *pgtest.DB) {
+	t.Helper()
+	app, search = pgtest.New(t), pgtest.New(t)
+	app.Exec(t, `CREATE TABLE public.outbox (
+		event_id text PRIMARY KEY, created_at timestamptz NOT NULL, event_type text, topic text,
+		status text, published_at timestamptz, lease_until timestamptz, attempts int, last_error text,
+		message_id text, message_version int, payload jsonb,
+		conversation_id text, seq bigint, receipt_id text)`)
+	app.Exec(t, `CREATE TABLE public.messages (id text PRIMARY KEY, version int, created_at timestamptz, body text)`)
+	app.Exec(t, `INSERT INTO public.outbox VALUES ('e1', now(), 'order.paid', 'orders', 'PENDING', NULL, NULL, 0, NULL, 'm1', 1, '{"secret": 1}', 'c1', 1, NULL)`)
+	app.Exec(t, `INSERT INTO public.messages VALUES ('m1', 1, now(), 'private body')`)
+	search.Exec(t, `CREATE TABLE public.search_index (message_id text PRIMARY KEY, version int, content text)`)
+	return app, search
+}
+
+// connectAs connects to db as role, closed when the test ends.
+func connectAs(t *testing.T, ctx context.Context, db *pgtest.DB, role, password string) *pgx.Conn {
+	t.Helper()
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// queryAll runs sql and reads all its rows; it returns the error, if any.
+func queryAll(ctx context.Context, conn *pgx.Conn, sql string) error {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // helmDir is the Helm chart.

@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/dashboards"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/ from deploy/example.yml")
@@ -28,26 +29,12 @@ const deployDir = "../deploy"
 
 // exampleConfig loads deploy/example.yml with fixed DSNs.
 func exampleConfig(t *testing.T) *config.Config {
-	t.Helper()
-	t.Setenv("OUTBOX_DSN", "postgres://outbox_monitor@127.0.0.1:5432/app")
-	t.Setenv("SEARCH_DSN", "postgres://outbox_monitor@127.0.0.1:5432/search")
-	cfg, err := config.Load(filepath.Join(deployDir, "example.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return testutil.ExampleConfig(t, filepath.Join(deployDir, "example.yml"))
 }
 
 // requireTool finds a binary the checks run, failing (not skipping) with
 // how to install it when it is missing.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed; install it with: apt-get install -y --no-install-recommends prometheus prometheus-alertmanager", name)
-	}
-	return p
-}
+var requireTool = testutil.RequireTool
 
 func TestDeployIsCurrent(t *testing.T) {
 	cfg := exampleConfig(t)

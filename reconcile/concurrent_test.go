@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // bumpAll moves every message to its next version in pipeline order:
@@ -41,12 +40,8 @@ func TestWritesBetweenSides(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPair(t, c.keyType)
-			for i := 1; i <= 40; i++ {
-				p.add(t, i, 1, old, "PUBLISHED", 1)
-			}
-			for i := 500; i < 520; i++ {
-				p.add(t, i, 1, old, "PUBLISHED", 1)
-			}
+			p.addInSync(t, 1, 40)
+			p.addInSync(t, 500, 519)
 			s := scheduler(t, p.yaml(""), nil, c.opts...)
 			calls := 0
 			s.jobs["search_index"].hooks.betweenSides = func(int) {
@@ -91,11 +86,8 @@ func TestConcurrentWriter(t *testing.T) {
 // pipelineWriter writes in pipeline order until stopped, counting the
 // writes it completed.
 type pipelineWriter struct {
-	p      *pair
-	mu     sync.Mutex
-	cond   *sync.Cond
-	writes int
-	err    error
+	p *pair
+	writeCount
 }
 
 func (w *pipelineWriter) step(t *testing.T, r *rand.Rand, next *int) error {
@@ -138,24 +130,6 @@ func (w *pipelineWriter) step(t *testing.T, r *rand.Rand, next *int) error {
 	return err
 }
 
-// waitFor blocks until the writer has completed n writes in all, or failed.
-func (w *pipelineWriter) waitFor(t *testing.T, n int) {
-	deadline := time.AfterFunc(time.Minute, func() {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = context.DeadlineExceeded
-		}
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer deadline.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.writes < n && w.err == nil {
-		w.cond.Wait()
-	}
-}
-
 func concurrentWriter(t *testing.T, keyType string, opts []Option) {
 	p := newPair(t, keyType)
 	for i := 1; i <= 60; i++ {
@@ -166,11 +140,11 @@ func concurrentWriter(t *testing.T, keyType string, opts []Option) {
 	// the same number of chunks everywhere.
 	s := scheduler(t, strings.Replace(p.yaml(""), "grace: 2m", "grace: 2m\n    chunk_time: 1h", 1), nil, opts...)
 	w := &pipelineWriter{p: p}
-	w.cond = sync.NewCond(&w.mu)
+	w.init()
 	seen := 0
 	s.jobs["search_index"].hooks.betweenSides = func(int) {
 		seen += 3
-		w.waitFor(t, seen)
+		w.waitFor(seen)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -181,13 +155,7 @@ func concurrentWriter(t *testing.T, keyType string, opts []Option) {
 		next := 0
 		for ctx.Err() == nil {
 			err := w.step(t, r, &next)
-			w.mu.Lock()
-			if err != nil && w.err == nil {
-				w.err = err
-			}
-			w.writes++
-			w.cond.Broadcast()
-			w.mu.Unlock()
+			w.wrote(err)
 			if err != nil {
 				return
 			}

@@ -14,9 +14,7 @@ import (
 // not judged.
 func TestGraceFromPublication(t *testing.T) {
 	p := newPair(t, "bigint")
-	for i := 1; i <= 10; i++ {
-		p.add(t, i, 1, old, "PUBLISHED", 1)
-	}
+	p.addInSync(t, 1, 10)
 	// Created a day ago, published now, not yet indexed: relay backlog.
 	p.a.Exec(t, `INSERT INTO messages (id, version, created_at) VALUES (11, 1, now() - interval '1 day')`)
 	p.a.Exec(t, `INSERT INTO outbox (message_id, message_version, created_at, status, published_at) VALUES (11, 1, now() - interval '1 day', 'PUBLISHED', now())`)
@@ -49,9 +47,7 @@ func TestGraceFromPublication(t *testing.T) {
 // change in the meantime clears it.
 func TestUndatedFindingsPersist(t *testing.T) {
 	p := newPair(t, "bigint")
-	for i := 1; i <= 10; i++ {
-		p.add(t, i, 1, old, "PUBLISHED", 1)
-	}
+	p.addInSync(t, 1, 10)
 	p.a.Exec(t, `DELETE FROM messages WHERE id IN (4, 7)`) // deleted a moment ago
 	noOutbox := strings.Replace(p.yaml(""), "    outbox: {name: messages, key: message_id, version: message_version}\n", "", 1)
 	p.a.Exec(t, `UPDATE messages SET version = 2 WHERE id = 5`) // updated a moment ago, undated
@@ -153,9 +149,7 @@ func TestTimeout(t *testing.T) {
 // forgotten.
 func TestHeldAcrossRuns(t *testing.T) {
 	p := newPair(t, "bigint")
-	for i := 1; i <= 10; i++ {
-		p.add(t, i, 1, old, "PUBLISHED", 1)
-	}
+	p.addInSync(t, 1, 10)
 	p.a.Exec(t, `DELETE FROM messages WHERE id IN (4, 7)`) // deleted a moment ago
 	s := scheduler(t, p.yaml(""), nil)
 	js := s.jobs["search_index"]

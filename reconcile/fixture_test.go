@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // pair is an authority database (messages and a status-style outbox) and
@@ -48,6 +48,15 @@ func newPair(t *testing.T, keyType string) *pair {
 	p.a.Exec(t, `CREATE INDEX ON messages (created_at)`)
 	p.b.Exec(t, fmt.Sprintf(`CREATE TABLE search_index (message_id %s PRIMARY KEY, version bigint NOT NULL)`, keyType))
 	return p
+}
+
+// addInSync adds keys from to to (both included), old, at version 1 in
+// the authority, published in the outbox and applied to the target.
+func (p *pair) addInSync(t *testing.T, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		p.add(t, i, 1, old, "PUBLISHED", 1)
+	}
 }
 
 // add writes message i at version v created age ago, its outbox row with
@@ -112,22 +121,7 @@ reconcile:
 }
 
 // logBuffer is a slog destination tests can read while runs log to it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer = testutil.SyncBuffer
 
 // scheduler builds a Scheduler on the exporter's own read-only pools, with
 // chunks of a few rows so that a small table spans many chunks.
@@ -191,5 +185,46 @@ func sameLines(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%s:\ngot\n  %s\nwant\n  %s", what, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// writeCount counts the writes a writer running beside a test completed,
+// and keeps its first error, for the test to wait on.
+type writeCount struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	writes int
+	err    error
+}
+
+func (w *writeCount) init() { w.cond = sync.NewCond(&w.mu) }
+
+// wrote counts one write that ended with err.
+func (w *writeCount) wrote(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.writes++
+	w.cond.Broadcast()
+}
+
+// waitFor blocks until the writer has completed n writes in all, failed,
+// or a minute has passed.
+func (w *writeCount) waitFor(n int) {
+	deadline := time.AfterFunc(time.Minute, func() {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = context.DeadlineExceeded
+		}
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer deadline.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.writes < n && w.err == nil {
+		w.cond.Wait()
 	}
 }

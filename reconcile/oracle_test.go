@@ -9,9 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -337,10 +335,7 @@ func (c *ocase) oracleQuery() (findings, checked string) {
 // are young, so no finding may come of them; the oracle, run after the
 // writer stopped, sees them as they ended.
 type oracleWriter struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	writes int
-	err    error
+	writeCount
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -348,7 +343,7 @@ type oracleWriter struct {
 func startOracleWriter(t *testing.T, c *ocase, a, b *pgtest.DB) *oracleWriter {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &oracleWriter{cancel: cancel, done: make(chan struct{})}
-	w.cond = sync.NewCond(&w.mu)
+	w.init()
 	r := rand.New(rand.NewPCG(c.seed, 0x3717e))
 	taken := map[string]bool{}
 	for _, m := range c.msgs {
@@ -373,13 +368,10 @@ func startOracleWriter(t *testing.T, c *ocase, a, b *pgtest.DB) *oracleWriter {
 				own = append(own, k)
 			}
 			err := oracleWrite(ctx, c, a, b, k)
-			w.mu.Lock()
-			if err != nil && ctx.Err() == nil && w.err == nil {
-				w.err = err
+			if ctx.Err() != nil {
+				err = nil // cut off by stop: no failure
 			}
-			w.writes++
-			w.cond.Broadcast()
-			w.mu.Unlock()
+			w.wrote(err)
 		}
 	}()
 	t.Cleanup(func() {
@@ -416,25 +408,6 @@ func oracleWrite(ctx context.Context, c *ocase, a, b *pgtest.DB, k string) error
 		}
 	}
 	return nil
-}
-
-// waitFor blocks until the writer has completed n writes, failed, or a
-// minute has passed.
-func (w *oracleWriter) waitFor(n int) {
-	deadline := time.AfterFunc(time.Minute, func() {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = context.DeadlineExceeded
-		}
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer deadline.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.writes < n && w.err == nil {
-		w.cond.Wait()
-	}
 }
 
 // stop ends the writer after its write in progress and says how many it

@@ -11,9 +11,7 @@ import (
 // target gap, follows the outbox configuration.
 func TestOutboxStyles(t *testing.T) {
 	p := newPair(t, "bigint")
-	for i := 1; i <= 20; i++ {
-		p.add(t, i, 1, old, "PUBLISHED", 1)
-	}
+	p.addInSync(t, 1, 20)
 	p.add(t, 21, 1, old, "PUBLISHED", 0) // published (status and published_at), not in target
 	p.add(t, 22, 1, old, "PENDING", 0)   // unpublished, row present, not in target
 	p.add(t, 23, 1, old, "", 0)          // no outbox row, not in target

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // Without --web.enable-lifecycle, POST /-/reload is refused and reloads
@@ -44,13 +44,8 @@ func TestReloadNeedsLifecycle(t *testing.T) {
 	}
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuf collects a log written from several goroutines.
+type syncBuf = testutil.SyncBuffer
 
 func dbServer(t *testing.T, db *pgtest.DB, extra string, opts Options) (*Server, *syncBuf) {
 	t.Helper()
@@ -69,17 +64,9 @@ outboxes:
     created_at: created_at
     deadline: 5m
 %s`, db.URL, extra)
-	path := filepath.Join(t.TempDir(), "config.yml")
-	os.WriteFile(path, []byte(cfg), 0o600)
 	logs := &syncBuf{}
-	opts.ConfigFile, opts.Logger = path, slog.New(slog.NewTextHandler(logs, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s, err := New(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	s, _ := serveConfig(t, cfg, opts)
 	return s, logs
 }
 
@@ -146,21 +133,7 @@ BEGIN
 END $f$;`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lock, err := db.Admin.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
-		t.Fatal(err)
-	}
-	unlocked := false
-	unlock := func() {
-		if !unlocked {
-			lock.Exec(context.Background(), `SELECT pg_advisory_unlock(4242)`)
-			lock.Release()
-			unlocked = true
-		}
-	}
+	unlock := holdAdvisoryLock(t, ctx, db, 4242)
 	defer unlock()
 
 	// A stuck-row request may hold its query for a minute: far longer
@@ -170,46 +143,16 @@ END $f$;`)
 	defer srv.Close()
 	client := &http.Client{Timeout: 2 * time.Minute}
 
-	var tooMany, sent atomic.Int64
-	stormCtx, stopStorm := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := 0; i < 12; i++ {
-		path := "/api/v1/stuck?outbox=messages&limit=100"
-		if i%3 == 0 {
-			path = "/"
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for stormCtx.Err() == nil {
-				req, _ := http.NewRequestWithContext(stormCtx, "GET", srv.URL+path, nil)
-				resp, err := client.Do(req)
-				if err != nil {
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				sent.Add(1)
-				if resp.StatusCode == http.StatusTooManyRequests {
-					tooMany.Add(1)
-				}
-				// Not a wait for a condition: it keeps the storm from
-				// spinning the test machine's cores.
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
-	}
+	st := startStorm(ctx, client, srv.URL)
 	defer func() {
-		stopStorm()
+		st.stop()
 		unlock()
-		wg.Wait()
+		st.wg.Wait()
 	}()
 
 	// The storm really holds a session: a stuck-row query waits on the lock.
 	waitFor(t, 30*time.Second, "a stuck-row query blocked on the advisory lock", func() bool {
-		var n int
-		db.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'outbox_exporter' AND wait_event = 'advisory'`, db.Name).Scan(&n)
-		return n > 0
+		return advisoryWaiters(ctx, db) > 0
 	})
 	for i := 0; i < 5; i++ {
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/metrics", nil)
@@ -224,15 +167,82 @@ END $f$;`)
 			t.Errorf("scrape %d under the storm did not collect the outbox:\n%s\nlogs:\n%s", i, grep(string(b), "collector_success"), logs.String())
 		}
 	}
-	var blocked int
-	db.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'outbox_exporter' AND wait_event = 'advisory'`, db.Name).Scan(&blocked)
-	if blocked != 1 {
+	if blocked := advisoryWaiters(ctx, db); blocked != 1 {
 		t.Errorf("%d stuck-row queries hold a session at once, want 1", blocked)
 	}
-	if tooMany.Load() == 0 {
-		t.Errorf("no request was turned away with 429 (%d sent)", sent.Load())
+	if st.tooMany.Load() == 0 {
+		t.Errorf("no request was turned away with 429 (%d sent)", st.sent.Load())
 	}
-	t.Logf("%d storm requests, %d answered 429", sent.Load(), tooMany.Load())
+	t.Logf("%d storm requests, %d answered 429", st.sent.Load(), st.tooMany.Load())
+}
+
+// holdAdvisoryLock takes the session advisory lock key on a connection of
+// db's admin pool; the returned unlock (safe to call twice) frees it.
+func holdAdvisoryLock(t *testing.T, ctx context.Context, db *pgtest.DB, key int64) (unlock func()) {
+	t.Helper()
+	lock, err := db.Admin.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false
+	return func() {
+		if !unlocked {
+			lock.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
+			lock.Release()
+			unlocked = true
+		}
+	}
+}
+
+// advisoryWaiters counts the exporter's sessions on db waiting on an
+// advisory lock (0 if the count fails).
+func advisoryWaiters(ctx context.Context, db *pgtest.DB) int {
+	var n int
+	db.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'outbox_exporter' AND wait_event = 'advisory'`, db.Name).Scan(&n)
+	return n
+}
+
+// storm is 12 clients sending stuck-row and page requests until stop.
+type storm struct {
+	tooMany, sent atomic.Int64
+	stop          context.CancelFunc
+	wg            sync.WaitGroup
+}
+
+func startStorm(ctx context.Context, client *http.Client, base string) *storm {
+	st := &storm{}
+	stormCtx, stop := context.WithCancel(ctx)
+	st.stop = stop
+	for i := 0; i < 12; i++ {
+		path := "/api/v1/stuck?outbox=messages&limit=100"
+		if i%3 == 0 {
+			path = "/"
+		}
+		st.wg.Add(1)
+		go func() {
+			defer st.wg.Done()
+			for stormCtx.Err() == nil {
+				req, _ := http.NewRequestWithContext(stormCtx, "GET", base+path, nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				st.sent.Add(1)
+				if resp.StatusCode == http.StatusTooManyRequests {
+					st.tooMany.Add(1)
+				}
+				// Not a wait for a condition: it keeps the storm from
+				// spinning the test machine's cores.
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	return st
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {

@@ -49,8 +49,42 @@ func TestMetricsGolden(t *testing.T) {
 	db := pgtest.New(t)
 	db.Exec(t, goldenSchema)
 	kc := kafkatest.New(t, 1, kfake.SeedTopics(2, "messages"))
+	seedGoldenTopic(t, kc.Brokers())
+	s := startOn(t, goldenConfig(db.URL, kc.Brokers()[0]))
+	h := s.Handler()
+	scrapeWith(h, "") // starts the published watermark
+	db.Exec(t, "UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE event_id = 'e2'")
+	// The audit's gauges appear after its first comparison; run it now
+	// instead of waiting for its interval.
+	au := s.App().Audits["messages"]
+	for deadline := time.Now().Add(20 * time.Second); !au.Ready() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := au.Compare(context.Background()); err != nil {
+		t.Fatalf("audit compare: %v", err)
+	}
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		body, _ = scrapeWith(h, "")
+		if strings.Contains(body, "outbox_reconcile_rows_checked{") && strings.Contains(body, "outbox_published_events_total{") {
+			break
+		}
+	}
+	for _, c := range []string{"outbox", "kafka", "reconcile", "audit"} {
+		if !regexp.MustCompile(`outbox_exporter_collector_success\{collector="` + c + `",target="[^"]+"\} 1`).MatchString(body) {
+			t.Fatalf("collector %s did not succeed:\n%s", c, grep(body, "collector_success"))
+		}
+	}
+	lintExposition(t, body)
+	compareGolden(t, body)
+}
+
+// seedGoldenTopic produces event e1 twice (a duplicate) to messages and
+// commits the first record for the group search-index, whose member stays
+// in the group (state Stable) until the test ends.
+func seedGoldenTopic(t *testing.T, brokers []string) {
 	ctx := context.Background()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers()...), kgo.AllowAutoTopicCreation())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,21 +94,25 @@ func TestMetricsGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	group, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers()...), kgo.ConsumerGroup("search-index"), kgo.ConsumeTopics("messages"),
+	group, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("search-index"), kgo.ConsumeTopics("messages"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer group.Close()
+	t.Cleanup(group.Close)
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	fs := group.PollRecords(fctx, 1)
 	cancel()
 	if err := group.CommitRecords(ctx, fs.Records()...); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	cfg := reliabilityConfig(db.URL, 2)
-	cfg = strings.Replace(cfg, "    labels: {event_type: event_type}", "    labels: {event_type: event_type}\n    dead: [ABANDONED]\n    aggregate: conversation_id\n    sequence: seq\n    receipt: receipt_id", 1) + fmt.Sprintf(`
+// goldenConfig runs every collector: the reliability outbox with dead
+// states and order columns, a Kafka group, a reconcile job and an audit.
+func goldenConfig(dbURL, broker string) string {
+	cfg := reliabilityConfig(dbURL, 2)
+	return strings.Replace(cfg, "    labels: {event_type: event_type}", "    labels: {event_type: event_type}\n    dead: [ABANDONED]\n    aggregate: conversation_id\n    sequence: seq\n    receipt: receipt_id", 1) + fmt.Sprintf(`
 kafka:
   main:
     brokers: [%s]
@@ -95,33 +133,13 @@ audit:
     grace: 1s
     aggregate: key
     sequence: header:seq
-`, kc.Brokers()[0])
-	s := startOn(t, cfg)
-	h := s.Handler()
-	scrapeWith(h, "") // starts the published watermark
-	db.Exec(t, "UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE event_id = 'e2'")
-	// The audit's gauges appear after its first comparison; run it now
-	// instead of waiting for its interval.
-	au := s.App().Audits["messages"]
-	for deadline := time.Now().Add(20 * time.Second); !au.Ready() && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := au.Compare(ctx); err != nil {
-		t.Fatalf("audit compare: %v", err)
-	}
-	var body string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		body, _ = scrapeWith(h, "")
-		if strings.Contains(body, "outbox_reconcile_rows_checked{") && strings.Contains(body, "outbox_published_events_total{") {
-			break
-		}
-	}
-	for _, c := range []string{"outbox", "kafka", "reconcile", "audit"} {
-		if !regexp.MustCompile(`outbox_exporter_collector_success\{collector="` + c + `",target="[^"]+"\} 1`).MatchString(body) {
-			t.Fatalf("collector %s did not succeed:\n%s", c, grep(body, "collector_success"))
-		}
-	}
+`, broker)
+}
 
+// lintExposition runs promtool check metrics on body and checks that
+// every metric of the product contract (SPEC.md) is in it.
+func lintExposition(t *testing.T, body string) {
+	t.Helper()
 	if _, err := exec.LookPath("promtool"); err != nil {
 		t.Fatalf("promtool is missing (apt-get install -y --no-install-recommends prometheus): %v", err)
 	}
@@ -130,13 +148,17 @@ audit:
 	if out, err := lint.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-
-	// Every metric of the product contract (SPEC.md) is exported.
 	for _, name := range specMetrics {
 		if !strings.Contains(body, "\n"+name+"{") && !strings.Contains(body, "\n"+name+" ") && !strings.Contains(body, "\n"+name+"_bucket{") {
 			t.Errorf("%s is not exported", name)
 		}
 	}
+}
+
+// compareGolden compares body's series, values aside, with
+// testdata/metrics.golden (rewritten first with -update).
+func compareGolden(t *testing.T, body string) {
+	t.Helper()
 	got := normalize(body)
 	const golden = "testdata/metrics.golden"
 	if *update {

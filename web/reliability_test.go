@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -64,17 +62,7 @@ outboxes:
 
 func startOn(t *testing.T, cfg string) *Server {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s, err := New(ctx, Options{ConfigFile: path, Logger: quiet(), ScrapeTimeout: 3 * time.Second, TimeoutOffset: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, _ := serveConfig(t, cfg, Options{ScrapeTimeout: 3 * time.Second, TimeoutOffset: 200 * time.Millisecond})
 	return s
 }
 
@@ -103,21 +91,28 @@ func exporterSessions(t *testing.T, server *pgx.Conn, db string) int {
 	return n
 }
 
+// lockedStart starts the exporter (max_connections 2) on a database with
+// outboxSchema and opens a session on the server to watch it from.
+func lockedStart(t *testing.T) (*pgtest.DB, http.Handler, *pgx.Conn) {
+	t.Helper()
+	db := pgtest.New(t)
+	db.Exec(t, outboxSchema)
+	s := startOn(t, reliabilityConfig(db.URL, 2))
+	server, err := pgx.Connect(context.Background(), pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close(context.Background()) })
+	return db, s.Handler(), server
+}
+
 // The database refuses connections and drops the exporter's sessions, then
 // comes back, 100 times: each outage shows as success 0 in the next scrape,
 // each return as 1 in the scrape after, and neither goroutines nor
 // connections grow.
 func TestDatabaseRestartCycles(t *testing.T) {
-	db := pgtest.New(t)
-	db.Exec(t, outboxSchema)
-	s := startOn(t, reliabilityConfig(db.URL, 2))
-	h := s.Handler()
+	db, h, server := lockedStart(t)
 	ctx := context.Background()
-	server, err := pgx.Connect(ctx, pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close(ctx)
 	ident := pgx.Identifier{db.Name}.Sanitize()
 	defer server.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS true")
 
@@ -167,17 +162,8 @@ func TestDatabaseRestartCycles(t *testing.T) {
 // EXCLUSIVE lock on the outbox: every scrape answers within its deadline
 // and the exporter never holds more than max_connections sessions.
 func TestScrapeStormUnderLock(t *testing.T) {
-	db := pgtest.New(t)
-	db.Exec(t, outboxSchema)
-	s := startOn(t, reliabilityConfig(db.URL, 2))
-	h := s.Handler()
+	db, h, server := lockedStart(t)
 	ctx := context.Background()
-	server, err := pgx.Connect(ctx, pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close(ctx)
-
 	locker, err := pgx.Connect(ctx, db.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -191,50 +177,10 @@ func TestScrapeStormUnderLock(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stopWatch := make(chan struct{})
-	maxSessions := 0
-	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		for {
-			select {
-			case <-stopWatch:
-				return
-			case <-time.After(20 * time.Millisecond):
-				var n int
-				// No t.Fatal off the test goroutine: a failed count is skipped.
-				if err := server.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'outbox_exporter'", db.Name).Scan(&n); err == nil && n > maxSessions {
-					maxSessions = n
-				}
-			}
-		}
-	}()
+	stopWatch := watchSessions(server, db.Name)
 	const rounds, concurrent = 3, 50
-	var slowest time.Duration
-	var mu sync.Mutex
-	failures := 0
-	for r := 0; r < rounds; r++ {
-		var wg sync.WaitGroup
-		for i := 0; i < concurrent; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				body, took := scrapeWith(h, "1.5")
-				mu.Lock()
-				defer mu.Unlock()
-				if took > slowest {
-					slowest = took
-				}
-				if !strings.Contains(body, outboxFail) {
-					failures++
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	close(stopWatch)
-	watch.Wait()
+	slowest, failures := scrapeStorm(h, rounds, concurrent, "1.5")
+	maxSessions := stopWatch()
 	if slowest > 1500*time.Millisecond {
 		t.Errorf("slowest scrape took %v, past its 1.5s deadline", slowest)
 	}
@@ -251,4 +197,60 @@ func TestScrapeStormUnderLock(t *testing.T) {
 		t.Fatalf("not recovered after the lock was released:\n%s", grep(body, "collector_success"))
 	}
 	t.Logf("%d x %d scrapes: slowest %v, at most %d exporter sessions", rounds, concurrent, slowest, maxSessions)
+}
+
+// watchSessions counts the exporter's sessions on db every 20ms until the
+// returned stop is called; stop returns the most seen.
+func watchSessions(server *pgx.Conn, db string) (stop func() int) {
+	stopWatch := make(chan struct{})
+	maxSessions := 0
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+				var n int
+				// No t.Fatal off the test goroutine: a failed count is skipped.
+				if err := server.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'outbox_exporter'", db).Scan(&n); err == nil && n > maxSessions {
+					maxSessions = n
+				}
+			}
+		}
+	}()
+	return func() int {
+		close(stopWatch)
+		watch.Wait()
+		return maxSessions
+	}
+}
+
+// scrapeStorm sends rounds of concurrent scrapes with the timeout header
+// and returns the slowest and how many did not report the outbox
+// collector failed.
+func scrapeStorm(h http.Handler, rounds, concurrent int, timeoutHeader string) (slowest time.Duration, failures int) {
+	var mu sync.Mutex
+	for r := 0; r < rounds; r++ {
+		var wg sync.WaitGroup
+		for i := 0; i < concurrent; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body, took := scrapeWith(h, timeoutHeader)
+				mu.Lock()
+				defer mu.Unlock()
+				if took > slowest {
+					slowest = took
+				}
+				if !strings.Contains(body, outboxFail) {
+					failures++
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	return slowest, failures
 }

@@ -20,25 +20,32 @@ databases:
   main:
     dsn: postgres://exporter@127.0.0.1:5432/nowhere
 outboxes:
-  messages:
-    database: main
-    table: public.outbox
-    id: event_id
-    created_at: created_at
-    deadline: 5m
+  messages: {database: main, table: public.outbox, id: event_id, created_at: created_at, deadline: 5m}
 `
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newTestServer(t *testing.T, cfg string) (*Server, string) {
 	t.Helper()
+	return serveConfig(t, cfg, Options{ScrapeTimeout: 2 * time.Second, EnableLifecycle: true})
+}
+
+// serveConfig writes cfg to a config file and starts a Server on it with
+// opts (a quiet logger unless opts has one), closed when the test ends.
+// It returns the server and the config file's path.
+func serveConfig(t *testing.T, cfg string, opts Options) (*Server, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	opts.ConfigFile = path
+	if opts.Logger == nil {
+		opts.Logger = quiet()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := New(ctx, Options{ConfigFile: path, Logger: quiet(), ScrapeTimeout: 2 * time.Second, EnableLifecycle: true})
+	s, err := New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

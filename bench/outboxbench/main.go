@@ -91,60 +91,20 @@ func benchOutbox() *config.Outbox {
 
 func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool) error {
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", config.RedactDSN(server), err)
-	}
-	defer admin.Close(ctx)
-	var exists bool
-	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, dbName).Scan(&exists); err != nil {
-		return err
-	}
-	if exists && rebuild {
-		logf("dropping %s", dbName)
-		if _, err := admin.Exec(ctx, "DROP DATABASE "+dbName+" WITH (FORCE)"); err != nil {
-			return err
-		}
-		exists = false
-	}
-	if !exists {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
-			return err
-		}
-	}
-	u, err := benchURL(server)
-	if err != nil {
-		return err
-	}
-	rw, err := pgxpool.New(ctx, u)
+	rw, ro, err := openBench(ctx, server, rebuild)
 	if err != nil {
 		return err
 	}
 	defer rw.Close()
-	// The exporter's own read-only pool.
-	dbc := &config.Database{DSN: config.Secret(u), MaxConnections: 2, StatementTimeout: 5 * time.Minute, LockTimeout: time.Second}
-	ro, err := pg.Open(ctx, dbc)
-	if err != nil {
-		return err
-	}
 	defer ro.Close()
 	o := benchOutbox()
 	if err := build(ctx, rw, ro, o, rows); err != nil {
 		return err
 	}
 
-	type result struct {
-		scenario                         string
-		collect, best, naive, exa, stuck time.Duration
-		capped                           bool
-	}
 	var results []result
 	marked := -1
-	for _, sc := range []struct {
-		name     string
-		n        int
-		maxCount int
-	}{
+	for _, sc := range []scenario{
 		{fmt.Sprintf("%d unpublished", small), small, config.DefaultMaxCount},
 		{fmt.Sprintf("incident: %d unpublished, max_count %d", incident, config.DefaultMaxCount), incident, config.DefaultMaxCount},
 		{fmt.Sprintf("incident: %d unpublished, max_count %d", incident, 10000), incident, 10000},
@@ -158,57 +118,129 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 			}
 			marked = sc.n
 		}
-		oc := *o
-		oc.MaxCount = sc.maxCount
-		c := outbox.NewCollector("messages", &oc, ro, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		var capped bool
-		collect, best, err := median(runs, func() error {
-			ch := make(chan prometheus.Metric, 4096)
-			err := c.Update(ctx, ch)
-			close(ch)
-			for m := range ch {
-				if m.Desc() == cappedDesc(m) {
-					var pb dto.Metric
-					if m.Write(&pb) == nil && pb.Gauge != nil {
-						capped = pb.Gauge.GetValue() == 1
-					}
-				}
-			}
+		r, err := measureScenario(ctx, ro, o, sc, runs, naiveRuns)
+		if err != nil {
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("collect: %w", err)
 		}
-		logf("%s: collection %v, best %v (capped %v)", sc.name, collect, best, capped)
-		naive, _, err := median(naiveRuns, func() error {
-			return drain(ctx, ro, `SELECT status, event_type, count(*), min(created_at) FROM outbox GROUP BY status, event_type`)
-		})
-		if err != nil {
-			return fmt.Errorf("naive: %w", err)
-		}
-		logf("%s: naive GROUP BY %v", sc.name, naive)
-		exact, _, err := median(naiveRuns, func() error {
-			return drain(ctx, ro, `SELECT status, event_type, topic, count(*), min(created_at) FROM outbox
-			  WHERE status IN ('PENDING','CLAIMED') GROUP BY status, event_type, topic`)
-		})
-		if err != nil {
-			return fmt.Errorf("exact: %w", err)
-		}
-		logf("%s: exact count over the unpublished rows %v", sc.name, exact)
-		stuck, _, err := median(naiveRuns, func() error {
-			_, err := outbox.Stuck(ctx, ro, "messages", o, 100)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("stuck: %w", err)
-		}
-		logf("%s: the 100 oldest unpublished rows (/api/v1/stuck) %v", sc.name, stuck)
-		results = append(results, result{sc.name, collect, best, naive, exact, stuck, capped})
+		results = append(results, r)
 	}
 	if err := mark(ctx, rw, rows, 0); err != nil {
 		return err
 	}
+	printResults(results, rows, runs, naiveRuns)
+	return nil
+}
 
+// openBench creates the database outbox_bench unless it is there (drops
+// it first with rebuild) and opens a writing pool and the exporter's own
+// read-only pool on it.
+func openBench(ctx context.Context, server string, rebuild bool) (rw, ro *pgxpool.Pool, err error) {
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", config.RedactDSN(server), err)
+	}
+	defer admin.Close(ctx)
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, dbName).Scan(&exists); err != nil {
+		return nil, nil, err
+	}
+	if exists && rebuild {
+		logf("dropping %s", dbName)
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+dbName+" WITH (FORCE)"); err != nil {
+			return nil, nil, err
+		}
+		exists = false
+	}
+	if !exists {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
+			return nil, nil, err
+		}
+	}
+	u, err := benchURL(server)
+	if err != nil {
+		return nil, nil, err
+	}
+	rw, err = pgxpool.New(ctx, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The exporter's own read-only pool.
+	dbc := &config.Database{DSN: config.Secret(u), MaxConnections: 2, StatementTimeout: 5 * time.Minute, LockTimeout: time.Second}
+	ro, err = pg.Open(ctx, dbc)
+	if err != nil {
+		rw.Close()
+		return nil, nil, err
+	}
+	return rw, ro, nil
+}
+
+// scenario is one state of the outbox: n of its newest rows unpublished,
+// collected with max_count maxCount.
+type scenario struct {
+	name     string
+	n        int
+	maxCount int
+}
+
+// result is one scenario's figures.
+type result struct {
+	scenario                         string
+	collect, best, naive, exa, stuck time.Duration
+	capped                           bool
+}
+
+// measureScenario times the collection, the naive queries and the stuck
+// API on the outbox as mark left it.
+func measureScenario(ctx context.Context, ro *pgxpool.Pool, o *config.Outbox, sc scenario, runs, naiveRuns int) (result, error) {
+	oc := *o
+	oc.MaxCount = sc.maxCount
+	c := outbox.NewCollector("messages", &oc, ro, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var capped bool
+	collect, best, err := median(runs, func() error {
+		ch := make(chan prometheus.Metric, 4096)
+		err := c.Update(ctx, ch)
+		close(ch)
+		for m := range ch {
+			if m.Desc() == cappedDesc(m) {
+				var pb dto.Metric
+				if m.Write(&pb) == nil && pb.Gauge != nil {
+					capped = pb.Gauge.GetValue() == 1
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return result{}, fmt.Errorf("collect: %w", err)
+	}
+	logf("%s: collection %v, best %v (capped %v)", sc.name, collect, best, capped)
+	naive, _, err := median(naiveRuns, func() error {
+		return drain(ctx, ro, `SELECT status, event_type, count(*), min(created_at) FROM outbox GROUP BY status, event_type`)
+	})
+	if err != nil {
+		return result{}, fmt.Errorf("naive: %w", err)
+	}
+	logf("%s: naive GROUP BY %v", sc.name, naive)
+	exact, _, err := median(naiveRuns, func() error {
+		return drain(ctx, ro, `SELECT status, event_type, topic, count(*), min(created_at) FROM outbox
+			  WHERE status IN ('PENDING','CLAIMED') GROUP BY status, event_type, topic`)
+	})
+	if err != nil {
+		return result{}, fmt.Errorf("exact: %w", err)
+	}
+	logf("%s: exact count over the unpublished rows %v", sc.name, exact)
+	stuck, _, err := median(naiveRuns, func() error {
+		_, err := outbox.Stuck(ctx, ro, "messages", o, 100)
+		return err
+	})
+	if err != nil {
+		return result{}, fmt.Errorf("stuck: %w", err)
+	}
+	logf("%s: the 100 oldest unpublished rows (/api/v1/stuck) %v", sc.name, stuck)
+	return result{sc.name, collect, best, naive, exact, stuck, capped}, nil
+}
+
+func printResults(results []result, rows, runs, naiveRuns int) {
 	fmt.Printf("\noutbox of %d rows, almost all published; median (and best) of %d collections, median of %d naive runs, in one run; load average %s\n\n",
 		rows, runs, naiveRuns, loadavg())
 	fmt.Println("| scenario | one collection | naive GROUP BY over the table | ratio | exact count over the unpublished rows | ratio | counts capped | 100 oldest rows (stuck API) |")
@@ -217,7 +249,6 @@ func run(server string, rows, small, incident, runs, naiveRuns int, rebuild bool
 		fmt.Printf("| %s | %s (best %s) | %s | %.0fx | %s | %.1fx | %v | %s |\n", r.scenario, ms(r.collect), ms(r.best), ms(r.naive),
 			float64(r.naive)/float64(r.collect), ms(r.exa), float64(r.exa)/float64(r.collect), r.capped, ms(r.stuck))
 	}
-	return nil
 }
 
 // cappedDesc returns m's descriptor if m is outbox_events_capped.
@@ -277,17 +308,7 @@ func build(ctx context.Context, rw, ro *pgxpool.Pool, o *config.Outbox, rows int
 	if err == nil && have == int64(rows) {
 		logf("reusing %s with %d rows", dbName, have)
 		// Create what a newer check asks for.
-		rep, err := outbox.Check(ctx, ro, "messages", o)
-		if err != nil {
-			return err
-		}
-		for _, s := range rep.Statements {
-			logf("%s", s)
-			if _, err := rw.Exec(ctx, s); err != nil {
-				return fmt.Errorf("build: %w", err)
-			}
-		}
-		return nil
+		return createChecked(ctx, rw, ro, o)
 	}
 	logf("building %d rows in %s (a minute or two)", rows, dbName)
 	for _, q := range []string{
@@ -317,20 +338,13 @@ func build(ctx context.Context, rw, ro *pgxpool.Pool, o *config.Outbox, rows int
 		}
 	}
 	logf("rows inserted; creating the indexes check asks for")
-	rep, err := outbox.Check(ctx, ro, "messages", o)
-	if err != nil {
+	if err := createChecked(ctx, rw, ro, o); err != nil {
 		return err
-	}
-	for _, s := range rep.Statements {
-		logf("%s", s)
-		if _, err := rw.Exec(ctx, s); err != nil {
-			return fmt.Errorf("build: %w", err)
-		}
 	}
 	if _, err := rw.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	rep, err = outbox.Check(ctx, ro, "messages", o)
+	rep, err := outbox.Check(ctx, ro, "messages", o)
 	if err != nil {
 		return err
 	}
@@ -346,6 +360,21 @@ func build(ctx context.Context, rw, ro *pgxpool.Pool, o *config.Outbox, rows int
 		}
 	}
 	logf("built")
+	return nil
+}
+
+// createChecked runs the statements (indexes) outbox.Check asks for.
+func createChecked(ctx context.Context, rw, ro *pgxpool.Pool, o *config.Outbox) error {
+	rep, err := outbox.Check(ctx, ro, "messages", o)
+	if err != nil {
+		return err
+	}
+	for _, s := range rep.Statements {
+		logf("%s", s)
+		if _, err := rw.Exec(ctx, s); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -80,6 +80,70 @@ func run() int {
 }
 
 func soak(ctx context.Context, f flags, out io.Writer) (err error) {
+	if err := prepare(ctx, &f, out); err != nil {
+		return err
+	}
+	demoLog, err := os.Create(filepath.Join(f.dir, "demo.log"))
+	if err != nil {
+		return fmt.Errorf("create demo log: %w", err)
+	}
+	defer demoLog.Close()
+	p, err := startDemo(ctx, f, demoLog, out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := p.Close(); cerr != nil {
+			fmt.Fprintln(os.Stderr, "soak: close the demo:", cerr)
+		}
+	}()
+	f.maxConns = 3 // demo.configYAML: databases.demo.max_connections
+	cfgFile, err := p.WriteConfig(f.dir)
+	if err != nil {
+		return err
+	}
+	ex, err := startExporter(ctx, f, cfgFile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if werr := ex.stop(); err == nil {
+			err = werr
+		}
+	}()
+	client := &http.Client{Timeout: 15 * time.Second}
+	if err := waitReady(ctx, client, ex.base, ex.exited); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Exporter pid %d at %s; exporter log %s.\n", ex.cmd.Process.Pid, ex.base, ex.logPath)
+
+	conn, err := pgx.Connect(ctx, p.DatabaseURL())
+	if err != nil {
+		return fmt.Errorf("connect to count sessions: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	samples, err := sampleRun(ctx, f, out, ex, conn, &scraper{client: client, base: ex.base, header: f.scrapeHeader})
+	if err != nil {
+		return err
+	}
+	writeTable(out, samples)
+	v, err := judge(samples, f.warmup, f.maxConns)
+	if err != nil {
+		return fmt.Errorf("judge: %w", err)
+	}
+	writeVerdict(out, v)
+	errs, warns := countLogLevels(ex.logPath)
+	fmt.Fprintf(out, "Exporter log: %d ERROR and %d WARN lines (%s). Demo faults injected: %d.\n", errs, warns, ex.logPath, len(p.Faults()))
+	if !v.Flat {
+		return errors.New("not flat")
+	}
+	return nil
+}
+
+// prepare makes the soak directory and builds the exporter unless f names
+// them.
+func prepare(ctx context.Context, f *flags, out io.Writer) (err error) {
 	if f.dir == "" {
 		if f.dir, err = os.MkdirTemp("", "outbox-soak-"); err != nil {
 			return fmt.Errorf("make the soak directory: %w", err)
@@ -95,12 +159,12 @@ func soak(ctx context.Context, f flags, out io.Writer) (err error) {
 			return fmt.Errorf("build the exporter (run from the repository root): %w", err)
 		}
 	}
+	return nil
+}
 
-	demoLog, err := os.Create(filepath.Join(f.dir, "demo.log"))
-	if err != nil {
-		return fmt.Errorf("create demo log: %w", err)
-	}
-	defer demoLog.Close()
+// startDemo starts the demo pipeline in a database of its own, logging
+// to demoLog.
+func startDemo(ctx context.Context, f flags, demoLog io.Writer, out io.Writer) (*demo.Pipeline, error) {
 	logger := slog.New(slog.NewTextHandler(demoLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	db := fmt.Sprintf("outbox_soak_%d_%d", os.Getpid(), time.Now().Unix()%100000)
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -113,66 +177,71 @@ func soak(ctx context.Context, f flags, out io.Writer) (err error) {
 	}, logger)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("start the demo pipeline: %w", err)
-	}
-	defer func() {
-		if cerr := p.Close(); cerr != nil {
-			fmt.Fprintln(os.Stderr, "soak: close the demo:", cerr)
-		}
-	}()
-	f.maxConns = 3 // demo.configYAML: databases.demo.max_connections
-	cfgFile, err := p.WriteConfig(f.dir)
-	if err != nil {
-		return err
+		return nil, fmt.Errorf("start the demo pipeline: %w", err)
 	}
 	fmt.Fprintf(out, "Demo database %s, faults every %s.\n", db, f.faultEvery)
+	return p, nil
+}
 
+// exporterProc is the exporter running as a child process.
+type exporterProc struct {
+	cmd     *exec.Cmd
+	base    string
+	logPath string
+	log     *os.File
+	exited  chan error
+	cancel  context.CancelFunc
+}
+
+// startExporter runs f.exporter on cfgFile at a free port, logging to
+// exporter.log in f.dir.
+func startExporter(ctx context.Context, f flags, cfgFile string) (*exporterProc, error) {
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	base := "http://" + net.JoinHostPort("127.0.0.1", port)
-	exLogPath := filepath.Join(f.dir, "exporter.log")
-	exLog, err := os.Create(exLogPath)
-	if err != nil {
-		return fmt.Errorf("create exporter log: %w", err)
+	ex := &exporterProc{
+		base:    "http://" + net.JoinHostPort("127.0.0.1", port),
+		logPath: filepath.Join(f.dir, "exporter.log"),
+		exited:  make(chan error, 1),
 	}
-	defer exLog.Close()
+	if ex.log, err = os.Create(ex.logPath); err != nil {
+		return nil, fmt.Errorf("create exporter log: %w", err)
+	}
 	childCtx, stopChild := context.WithCancel(context.WithoutCancel(ctx))
+	ex.cancel = stopChild
 	child := exec.CommandContext(childCtx, f.exporter,
 		"--config.file="+cfgFile, "--web.listen-address=127.0.0.1:"+port, "--log.level=info")
-	child.Stdout, child.Stderr = exLog, exLog
+	child.Stdout, child.Stderr = ex.log, ex.log
 	child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	child.Cancel = func() error { return child.Process.Signal(syscall.SIGTERM) }
 	child.WaitDelay = 10 * time.Second
 	if err := child.Start(); err != nil {
 		stopChild()
-		return fmt.Errorf("start the exporter: %w", err)
+		ex.log.Close()
+		return nil, fmt.Errorf("start the exporter: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	defer func() {
-		stopChild()
-		werr := <-exited
-		// Stopped by SIGTERM, the exporter shuts down and exits 0; Wait
-		// then reports the cancelled context, which is no failure.
-		if err == nil && (child.ProcessState == nil || !child.ProcessState.Success()) {
-			err = fmt.Errorf("exporter exit (see %s): %v", exLogPath, werr)
-		}
-	}()
-	client := &http.Client{Timeout: 15 * time.Second}
-	if err := waitReady(ctx, client, base, exited); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Exporter pid %d at %s; exporter log %s.\n", child.Process.Pid, base, exLogPath)
+	ex.cmd = child
+	go func() { ex.exited <- child.Wait() }()
+	return ex, nil
+}
 
-	conn, err := pgx.Connect(ctx, p.DatabaseURL())
-	if err != nil {
-		return fmt.Errorf("connect to count sessions: %w", err)
+// stop ends the exporter and waits for it.
+func (ex *exporterProc) stop() error {
+	defer ex.log.Close()
+	ex.cancel()
+	werr := <-ex.exited
+	// Stopped by SIGTERM, the exporter shuts down and exits 0; Wait then
+	// reports the cancelled context, which is no failure.
+	if ex.cmd.ProcessState == nil || !ex.cmd.ProcessState.Success() {
+		return fmt.Errorf("exporter exit (see %s): %v", ex.logPath, werr)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	return nil
+}
 
-	sc := &scraper{client: client, base: base, header: f.scrapeHeader}
+// sampleRun scrapes for f.duration, taking a sample every f.interval and
+// one at the end.
+func sampleRun(ctx context.Context, f flags, out io.Writer, ex *exporterProc, conn *pgx.Conn, sc *scraper) ([]Sample, error) {
 	runCtx, stopRun := context.WithTimeout(ctx, f.duration)
 	defer stopRun()
 	var wg sync.WaitGroup
@@ -189,7 +258,7 @@ func soak(ctx context.Context, f flags, out io.Writer) (err error) {
 		// the run would close the connection the last sample needs.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
-		s, err := sampleNow(sctx, time.Since(start), child.Process.Pid, conn, sc)
+		s, err := sampleNow(sctx, time.Since(start), ex.cmd.Process.Pid, conn, sc)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "soak: sample:", err)
 			return
@@ -203,11 +272,11 @@ loop:
 		select {
 		case <-runCtx.Done():
 			break loop
-		case werr := <-exited:
-			exited <- werr
+		case werr := <-ex.exited:
+			ex.exited <- werr
 			stopRun()
 			wg.Wait()
-			return fmt.Errorf("the exporter exited during the soak (see %s): %v", exLogPath, werr)
+			return nil, fmt.Errorf("the exporter exited during the soak (see %s): %v", ex.logPath, werr)
 		case <-tick.C:
 			if runCtx.Err() == nil {
 				take()
@@ -220,19 +289,7 @@ loop:
 	if n := len(samples); n == 0 || time.Since(start)-samples[n-1].Elapsed > f.interval/2 {
 		take()
 	}
-
-	writeTable(out, samples)
-	v, err := judge(samples, f.warmup, f.maxConns)
-	if err != nil {
-		return fmt.Errorf("judge: %w", err)
-	}
-	writeVerdict(out, v)
-	errs, warns := countLogLevels(exLogPath)
-	fmt.Fprintf(out, "Exporter log: %d ERROR and %d WARN lines (%s). Demo faults injected: %d.\n", errs, warns, exLogPath, len(p.Faults()))
-	if !v.Flat {
-		return errors.New("not flat")
-	}
-	return nil
+	return samples, nil
 }
 
 // freePort asks the kernel for a free TCP port on 127.0.0.1.

@@ -47,24 +47,18 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 		}
 		fmt.Fprintf(stdout, "database %s (%s): OK\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()))
 	}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
-		o := cfg.Outboxes[name]
+	ok = checkEach(stdout, "outbox", cfg.Outboxes, func(name string, o *config.Outbox) (string, bool, error) {
 		if err := pg.PreparePredicates(ctx, pools[o.Database], o.Table,
 			pg.Predicate{Key: "outboxes." + name + ".filter", SQL: o.Filter},
 			pg.Predicate{Key: "outboxes." + name + ".unknown_when", SQL: o.UnknownWhen}); err != nil {
-			fmt.Fprintf(stdout, "outbox %s: FAIL %v\n", name, err)
-			ok = false
-			continue
+			return "", false, err
 		}
 		r, err := outbox.Check(ctx, pools[o.Database], name, o)
 		if err != nil {
-			fmt.Fprintf(stdout, "outbox %s: FAIL %v\n", name, err)
-			ok = false
-			continue
+			return "", false, err
 		}
-		fmt.Fprint(stdout, r.Text())
-		ok = ok && r.OK
-	}
+		return r.Text(), r.OK, nil
+	}) && ok
 	if !checkReconcile(ctx, stdout, cfg, pools) {
 		ok = false
 	}

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,18 +15,12 @@ import (
 // that the ids on its topics are ids of the outbox, written the same way.
 // It reports whether nothing failed; warnings do not fail it.
 func checkAudit(ctx context.Context, w io.Writer, cfg *config.Config, pools map[string]*pgxpool.Pool) bool {
-	ok := true
-	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
-		a := cfg.Audit[name]
+	return checkEach(w, "audit", cfg.Audit, func(name string, a *config.Audit) (string, bool, error) {
 		o := cfg.Outboxes[name]
 		r, err := audit.Check(ctx, pools[o.Database], cfg.Kafka[a.Kafka], name, a, o)
 		if err != nil {
-			fmt.Fprintf(w, "audit %s: FAIL %v\n", name, err)
-			ok = false
-			continue
+			return "", false, err
 		}
-		fmt.Fprint(w, r.Text())
-		ok = ok && r.OK
-	}
-	return ok
+		return r.Text(), r.OK, nil
+	})
 }

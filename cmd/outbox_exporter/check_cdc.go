@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -16,21 +13,15 @@ import (
 // checkCDC verifies each cdc entry's slot and what the exporter can see
 // of it, printing one report per entry. It reports whether all hold.
 func checkCDC(ctx context.Context, stdout io.Writer, cfg *config.Config, pools map[string]*pgxpool.Pool) bool {
-	ok := true
-	for _, name := range slices.Sorted(maps.Keys(cfg.CDC)) {
-		e := cfg.CDC[name]
+	return checkEach(stdout, "cdc", cfg.CDC, func(name string, e *config.CDC) (string, bool, error) {
 		var o *config.Outbox
 		if e.Outbox != "" {
 			o = cfg.Outboxes[e.Outbox]
 		}
 		r, err := cdc.Check(ctx, pools[e.Database], name, e, o)
 		if err != nil {
-			fmt.Fprintf(stdout, "cdc %s: FAIL %v\n", name, err)
-			ok = false
-			continue
+			return "", false, err
 		}
-		fmt.Fprint(stdout, r.Text())
-		ok = ok && r.OK
-	}
-	return ok
+		return r.Text(), r.OK, nil
+	})
 }

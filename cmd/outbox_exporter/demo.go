@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,19 +73,7 @@ func (c *cli) demoCmd(ctx context.Context, stdout io.Writer, logger *slog.Logger
 	}
 	say("")
 
-	select {
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server failed", "err", err)
-			return 1
-		}
-	case <-ctx.Done():
-		say("Stopping the demo...")
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = httpSrv.Shutdown(sctx)
-	}
-	return 0
+	return waitServed(ctx, httpSrv, errc, logger, func() { say("Stopping the demo...") })
 }
 
 // displayAddr turns a listen address such as ":9899" into one a browser

@@ -170,6 +170,13 @@ func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- toolkit.ListenAndServe(httpSrv, c.web, logger) }()
+	return waitServed(ctx, httpSrv, errc, logger, func() { logger.Info("shutting down") })
+}
+
+// waitServed waits until the HTTP server fails (exit code 1) or ctx ends;
+// then it calls stopping and shuts the server down, giving requests in
+// flight 5s (exit code 0).
+func waitServed(ctx context.Context, httpSrv *http.Server, errc <-chan error, logger *slog.Logger, stopping func()) int {
 	select {
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -177,7 +184,7 @@ func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 			return 1
 		}
 	case <-ctx.Done():
-		logger.Info("shutting down")
+		stopping()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = httpSrv.Shutdown(sctx)

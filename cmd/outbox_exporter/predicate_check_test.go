@@ -25,14 +25,8 @@ databases:
   main:
     dsn: %q
 outboxes:
-  messages:
-    database: main
-    table: public.outbox
-    id: id
-    created_at: created_at
-    deadline: 5m
-    filter: %q
-    unknown_when: %q
+  messages: {database: main, table: public.outbox, id: id, created_at: created_at, deadline: 5m,
+    filter: %q, unknown_when: %q}
 `, db.URL, filter, unknownWhen)
 		path := filepath.Join(t.TempDir(), "config.yml")
 		os.WriteFile(path, []byte(cfg), 0o600)

@@ -55,69 +55,15 @@ func TestConfigSQLWritesNothing(t *testing.T) {
 
 func runWriters(t *testing.T, filter, unknownWhen string) {
 	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE written (n int);
-CREATE SEQUENCE seq;
-CREATE FUNCTION write_one() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT INTO written VALUES (1); RETURN true; END$$;
-CREATE TABLE outbox (event_id bigint PRIMARY KEY, created_at timestamptz NOT NULL, status text NOT NULL,
-  attempts int NOT NULL DEFAULT 0, last_error text, message_id bigint, message_version int);
-CREATE TABLE messages (id bigint PRIMARY KEY, version int NOT NULL, created_at timestamptz NOT NULL);
-INSERT INTO outbox SELECT g, now() - g * interval '1 minute', CASE WHEN g % 3 = 0 THEN 'PUBLISHED' ELSE 'PENDING' END, g % 5, 'e', g, 1
-  FROM generate_series(1, 30) g;
-INSERT INTO messages SELECT g, 1, now() - interval '1 hour' FROM generate_series(1, 30) g;`)
-	cfgText := fmt.Sprintf(`
-databases:
-  main:
-    dsn: %q
-    max_connections: 1
-outboxes:
-  messages:
-    database: main
-    table: public.outbox
-    id: event_id
-    created_at: created_at
-    status: status
-    pending: [PENDING]
-    published: [PUBLISHED]
-    attempts: attempts
-    last_error: last_error
-    deadline: 5m
-    filter: %q
-    unknown_when: %q
-reconcile:
-  messages:
-    schedule: "@every 1h"
-    authority: {database: main, table: public.messages, key: id, version: version, created_at: created_at}
-    outbox: {name: messages, key: message_id, version: message_version}
-`, db.URL, filter, unknownWhen)
+	db.Exec(t, writersSchema)
 	path := filepath.Join(t.TempDir(), "config.yml")
-	if err := os.WriteFile(path, []byte(cfgText), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(writersConfig, db.URL, filter, unknownWhen)), 0o600); err != nil {
 		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var logs syncBuffer
-	a, err := app.Build(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One session (max_connections 1): a session left read-write by one
-	// statement is the one the next would get.
-	succeeded := 0
-	for i := 0; i < 4; i++ {
-		for _, m := range a.Exporter.Collect(ctx) {
-			var d dto.Metric
-			if m.Write(&d) == nil && strings.Contains(m.Desc().String(), "outbox_exporter_collector_success") &&
-				d.GetGauge().GetValue() == 1 && hasLabel(&d, "collector", "outbox") {
-				succeeded++
-			}
-		}
-		_, _ = a.Stuck(ctx, "messages", 10)
-	}
-	a.Close()
+	succeeded := collectWithWriters(t, ctx, path, &logs)
 	for _, args := range [][]string{{"check"}, {"reconcile", "--format=json"}, {"reconcile", "--full"}} {
 		var out syncBuffer
 		run(ctx, append(args, "--config.file="+path), &out, &out)
@@ -147,6 +93,65 @@ reconcile:
 	} else if succeeded == 0 {
 		t.Errorf("no collection of the outbox succeeded: the predicates did not run\n%s", logs.String())
 	}
+}
+
+// writersSchema is what the writers write to (a table, a sequence, a
+// function that inserts) beside an outbox and the messages it reconciles.
+const writersSchema = `CREATE TABLE written (n int);
+CREATE SEQUENCE seq;
+CREATE FUNCTION write_one() RETURNS boolean LANGUAGE plpgsql AS $$BEGIN INSERT INTO written VALUES (1); RETURN true; END$$;
+CREATE TABLE outbox (event_id bigint PRIMARY KEY, created_at timestamptz NOT NULL, status text NOT NULL,
+  attempts int NOT NULL DEFAULT 0, last_error text, message_id bigint, message_version int);
+CREATE TABLE messages (id bigint PRIMARY KEY, version int NOT NULL, created_at timestamptz NOT NULL);
+INSERT INTO outbox SELECT g, now() - g * interval '1 minute', CASE WHEN g % 3 = 0 THEN 'PUBLISHED' ELSE 'PENDING' END, g % 5, 'e', g, 1
+  FROM generate_series(1, 30) g;
+INSERT INTO messages SELECT g, 1, now() - interval '1 hour' FROM generate_series(1, 30) g;`
+
+// writersConfig takes the DSN, the filter and unknown_when.
+const writersConfig = `
+databases:
+  main:
+    dsn: %q
+    max_connections: 1
+outboxes:
+  messages: {database: main, table: public.outbox, id: event_id, created_at: created_at, deadline: 5m,
+    status: status, pending: [PENDING], published: [PUBLISHED], attempts: attempts, last_error: last_error,
+    filter: %q, unknown_when: %q}
+reconcile:
+  messages:
+    schedule: "@every 1h"
+    authority: {database: main, table: public.messages, key: id, version: version, created_at: created_at}
+    outbox: {name: messages, key: message_id, version: message_version}
+`
+
+// collectWithWriters builds the app on the config at path, collects four
+// times and reads the stuck rows after each, and returns how many
+// collections of the outbox succeeded.
+func collectWithWriters(t *testing.T, ctx context.Context, path string, logs *syncBuffer) int {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a, err := app.Build(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// One session (max_connections 1): a session left read-write by one
+	// statement is the one the next would get.
+	succeeded := 0
+	for i := 0; i < 4; i++ {
+		for _, m := range a.Exporter.Collect(ctx) {
+			var d dto.Metric
+			if m.Write(&d) == nil && strings.Contains(m.Desc().String(), "outbox_exporter_collector_success") &&
+				d.GetGauge().GetValue() == 1 && hasLabel(&d, "collector", "outbox") {
+				succeeded++
+			}
+		}
+		_, _ = a.Stuck(ctx, "messages", 10)
+	}
+	return succeeded
 }
 
 func hasLabel(m *dto.Metric, name, value string) bool {

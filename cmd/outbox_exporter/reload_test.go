@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,16 +20,9 @@ func TestSIGHUPReload(t *testing.T) {
 	cfg := fmt.Sprintf(minimalConfig, "pw")
 	os.WriteFile(cfgFile, []byte(cfg), 0o600)
 	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncBuffer
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"--config.file=" + cfgFile, "--web.listen-address=" + addr, "--scrape.timeout=2s"}, io.Discard, &logs)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	stop := serveInBackground([]string{"--config.file=" + cfgFile, "--web.listen-address=" + addr, "--scrape.timeout=2s"}, &logs)
+	defer stop()
 	client := &http.Client{Timeout: 10 * time.Second}
 	metrics := func() string {
 		resp, err := client.Get("http://" + addr + "/metrics")

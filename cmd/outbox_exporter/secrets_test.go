@@ -90,19 +90,46 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	secure := kafkatest.New(t, 1, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "exporter", saslSecret), kfake.SeedTopics(1, "messages"))
 
-	// The demo's config, with a password in the DSN (trust auth ignores
-	// it, so it is really sent nowhere but still handled everywhere), a
-	// SASL cluster the exporter logs into, and one it fails to log into.
-	cfgText := string(p.ConfigYAML())
+	r := &leakRun{t: t, ctx: ctx, dir: t.TempDir(), dsns: secretDSNs(server, dbName)}
+	r.writeConfig(string(p.ConfigYAML()), server, dbName, secure.Brokers()[0])
+	r.serveOutputs()
+	r.commandOutputs()
+	// What a panic or a %v of the configuration would print.
+	cfg, _ := config.Load(r.cfgFile)
+	r.collect("config printed", fmt.Sprintf("%v %+v %#v %v %+v", cfg, cfg.Databases["demo"], cfg.Kafka["secure"], *cfg.Databases["demo"], cfg.Kafka["refused"].SASL))
+	searchLeaks(t, r.outputs)
+}
+
+// leakRun is one run of TestSecretsNeverLeak: the config it serves and
+// every output gathered so far.
+type leakRun struct {
+	t       *testing.T
+	ctx     context.Context
+	dir     string
+	dsns    map[string]string // secretDSNs
+	cfgText string
+	cfgFile string
+	goodDSN string // the demo database's DSN in cfgText, quoted
+	outputs []string
+}
+
+func (r *leakRun) collect(what, s string) { r.outputs = append(r.outputs, "== "+what+" ==\n"+s) }
+
+// writeConfig writes the demo's config, with a password in the DSN (trust
+// auth ignores it, so it is really sent nowhere but still handled
+// everywhere), an outbox through each of the DSN forms, a SASL cluster the
+// exporter logs into, and one it fails to log into.
+func (r *leakRun) writeConfig(cfgText string, server *url.URL, dbName, broker string) {
+	t := r.t
 	u := *server
 	u.User = url.UserPassword(u.User.Username(), dbSecret)
 	u.Path = "/" + dbName
+	r.goodDSN = jsonQ(u.String())
 	dsnRe := regexp.MustCompile(`(?m)^    dsn: .*$`)
-	cfgText = dsnRe.ReplaceAllString(cfgText, "    dsn: "+jsonQ(u.String()))
-	dsns := secretDSNs(server, dbName)
+	cfgText = dsnRe.ReplaceAllString(cfgText, "    dsn: "+r.goodDSN)
 	var extraDBs, extraOutboxes strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(dsns)) {
-		fmt.Fprintf(&extraDBs, "  %s:\n    dsn: %s\n    max_connections: 1\n", name, jsonQ(dsns[name]))
+	for _, name := range slices.Sorted(maps.Keys(r.dsns)) {
+		fmt.Fprintf(&extraDBs, "  %s:\n    dsn: %s\n    max_connections: 1\n", name, jsonQ(r.dsns[name]))
 		fmt.Fprintf(&extraOutboxes, "  via_%s:\n    database: %s\n    table: public.outbox\n    id: event_id\n    created_at: created_at\n    status: status\n    pending: [PENDING]\n    in_flight: [CLAIMED]\n    published: [PUBLISHED]\n    dead: [ABANDONED]\n    last_error: last_error\n    deadline: 5m\n", name, name)
 	}
 	cfgText = strings.Replace(cfgText, "databases:\n", "databases:\n"+extraDBs.String(), 1)
@@ -116,32 +143,74 @@ func TestSecretsNeverLeak(t *testing.T) {
     brokers: [%s]
     sasl: {mechanism: SCRAM-SHA-512, username: exporter, password: %s}
     groups: ["/.*/"]
-`, secure.Brokers()[0], jsonQ(saslSecret), secure.Brokers()[0], badSecret), 1)
+`, broker, jsonQ(saslSecret), broker, badSecret), 1)
 	if !strings.Contains(cfgText, "DbS3cret") {
 		t.Fatalf("the DSN secret did not make it into the config:\n%s", cfgText)
 	}
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "config.yml")
-	os.WriteFile(cfgFile, []byte(cfgText), 0o600)
-	if _, err := config.Load(cfgFile); err != nil {
+	r.cfgText = cfgText
+	r.cfgFile = filepath.Join(r.dir, "config.yml")
+	os.WriteFile(r.cfgFile, []byte(cfgText), 0o600)
+	if _, err := config.Load(r.cfgFile); err != nil {
 		t.Fatalf("test config does not load: %v", err)
 	}
+}
 
-	var outputs []string
-	collect := func(what, s string) { outputs = append(outputs, "== "+what+" ==\n"+s) }
+// withDSN is the config with the demo database's DSN replaced by dsn.
+func (r *leakRun) withDSN(dsn string) []byte {
+	return []byte(strings.Replace(r.cfgText, r.goodDSN, jsonQ(dsn), 1))
+}
 
-	// serve at debug level.
+// serveOutputs serves the config at debug level and gathers /metrics, the
+// page, every API, the answers to reloads and the serve log.
+func (r *leakRun) serveOutputs() {
+	t := r.t
 	addr := freeAddr(t)
 	var logs syncBuffer
-	sctx, stop := context.WithCancel(ctx)
+	sctx, stop := context.WithCancel(r.ctx)
 	done := make(chan int)
 	go func() {
-		done <- run(sctx, []string{"--config.file=" + cfgFile, "--log.level=debug", "--web.listen-address=" + addr, "--web.enable-lifecycle"}, io.Discard, &logs)
+		done <- run(sctx, []string{"--config.file=" + r.cfgFile, "--log.level=debug", "--web.listen-address=" + addr, "--web.enable-lifecycle"}, io.Discard, &logs)
 	}()
-	base := "http://" + addr
+	fetch := r.fetcher("http://" + addr)
+	// Let the reconcile schedule and the audit run once.
+	var metrics string
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		metrics = fetch("GET", "/metrics")
+		if strings.Contains(metrics, "outbox_reconcile_last_success_timestamp_seconds{") &&
+			strings.Contains(metrics, `outbox_exporter_collector_success{collector="kafka",target="secure"} 1`) {
+			break
+		}
+	}
+	r.checkSecretsInUse(metrics, fetch)
+	// A reload with a broken DSN holding a password, then one that fixes it.
+	for _, b := range brokenDSNs {
+		os.WriteFile(r.cfgFile, r.withDSN(b), 0o600)
+		if got := fetch("POST", "/-/reload"); !strings.Contains(got, "databases.demo.dsn: does not parse") {
+			t.Errorf("reload with a broken DSN answered %q", got)
+		}
+	}
+	os.WriteFile(r.cfgFile, []byte(r.cfgText), 0o600)
+	if got := fetch("POST", "/-/reload"); !strings.Contains(got, "Reloaded") {
+		t.Errorf("reload of the good config answered %q", got)
+	}
+	fetch("GET", "/metrics")
+	fetch("GET", "/")
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+	r.collect("serve logs", logs.String())
+	if !strings.Contains(logs.String(), "level=DEBUG") && !strings.Contains(logs.String(), "level=debug") {
+		t.Errorf("no debug lines in the log: the debug path was not exercised")
+	}
+}
+
+// fetcher returns a function that requests a path of base, retrying for
+// 10s while the server is not up, and collects the answer.
+func (r *leakRun) fetcher(base string) func(method, path string) string {
 	client := &http.Client{Timeout: 20 * time.Second}
-	fetch := func(method, path string) string {
-		t.Helper()
+	return func(method, path string) string {
+		r.t.Helper()
 		var resp *http.Response
 		var err error
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -152,23 +221,20 @@ func TestSecretsNeverLeak(t *testing.T) {
 			}
 		}
 		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
+			r.t.Fatalf("%s %s: %v", method, path, err)
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		collect(method+" "+path, string(b))
+		r.collect(method+" "+path, string(b))
 		return string(b)
 	}
-	// Let the reconcile schedule and the audit run once.
-	var metrics string
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
-		metrics = fetch("GET", "/metrics")
-		if strings.Contains(metrics, "outbox_reconcile_last_success_timestamp_seconds{") &&
-			strings.Contains(metrics, `outbox_exporter_collector_success{collector="kafka",target="secure"} 1`) {
-			break
-		}
-	}
-	// The secrets were really in use: the SASL login worked, the wrong one did not.
+}
+
+// checkSecretsInUse checks that the secrets were really in use (the SASL
+// login worked, the wrong one did not, every DSN form collected) and
+// fetches the page and every API.
+func (r *leakRun) checkSecretsInUse(metrics string, fetch func(method, path string) string) {
+	t := r.t
 	for _, want := range []string{
 		`outbox_exporter_collector_success{collector="kafka",target="secure"} 1`,
 		`outbox_exporter_collector_success{collector="kafka",target="refused"} 0`,
@@ -184,7 +250,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Errorf("page does not show the outbox")
 	}
 	fetch("GET", "/api/v1/stuck?outbox=messages&limit=50")
-	for name := range dsns {
+	for name := range r.dsns {
 		if got := fetch("GET", "/api/v1/stuck?outbox=via_"+name); !strings.Contains(got, `"rows"`) {
 			t.Errorf("stuck rows through the %s DSN: %s", name, got)
 		}
@@ -198,56 +264,40 @@ func TestSecretsNeverLeak(t *testing.T) {
 	fetch("GET", "/api/v1/reconcile?job=search_index")
 	fetch("GET", "/api/v1/audit?outbox=messages")
 	fetch("GET", "/api/v1/stuck?outbox=nope")
-	// A reload with a broken DSN holding a password, then one that fixes it.
-	for _, b := range brokenDSNs {
-		os.WriteFile(cfgFile, []byte(strings.Replace(cfgText, jsonQ(u.String()), jsonQ(b), 1)), 0o600)
-		if got := fetch("POST", "/-/reload"); !strings.Contains(got, "databases.demo.dsn: does not parse") {
-			t.Errorf("reload with a broken DSN answered %q", got)
-		}
-	}
-	os.WriteFile(cfgFile, []byte(cfgText), 0o600)
-	if got := fetch("POST", "/-/reload"); !strings.Contains(got, "Reloaded") {
-		t.Errorf("reload of the good config answered %q", got)
-	}
-	fetch("GET", "/metrics")
-	fetch("GET", "/")
-	stop()
-	if code := <-done; code != 0 {
-		t.Errorf("serve exited %d", code)
-	}
-	collect("serve logs", logs.String())
-	if !strings.Contains(logs.String(), "level=DEBUG") && !strings.Contains(logs.String(), "level=debug") {
-		t.Errorf("no debug lines in the log: the debug path was not exercised")
-	}
+}
 
+// commandOutputs runs check, reconcile and generate on the config, and
+// check, serve and reconcile on each broken DSN, and collects what they
+// print and write.
+func (r *leakRun) commandOutputs() {
 	runCmd := func(args ...string) {
 		var out, errOut syncBuffer
-		code := run(ctx, append(args, "--log.level=debug"), &out, &errOut)
-		collect(strings.Join(args, " ")+fmt.Sprintf(" (exit %d)", code), out.String()+errOut.String())
+		code := run(r.ctx, append(args, "--log.level=debug"), &out, &errOut)
+		r.collect(strings.Join(args, " ")+fmt.Sprintf(" (exit %d)", code), out.String()+errOut.String())
 	}
-	runCmd("check", "--config.file="+cfgFile)
-	runCmd("reconcile", "--config.file="+cfgFile, "--format=json")
-	runCmd("reconcile", "--config.file="+cfgFile, "--format=text", "--full")
-	runCmd("generate", "--config.file="+cfgFile, "--out="+filepath.Join(dir, "gen"))
-	filepath.Walk(filepath.Join(dir, "gen"), func(path string, info os.FileInfo, err error) error {
+	runCmd("check", "--config.file="+r.cfgFile)
+	runCmd("reconcile", "--config.file="+r.cfgFile, "--format=json")
+	runCmd("reconcile", "--config.file="+r.cfgFile, "--format=text", "--full")
+	runCmd("generate", "--config.file="+r.cfgFile, "--out="+filepath.Join(r.dir, "gen"))
+	filepath.Walk(filepath.Join(r.dir, "gen"), func(path string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
 			b, _ := os.ReadFile(path)
-			collect(path, string(b))
+			r.collect(path, string(b))
 		}
 		return nil
 	})
 	for i, b := range brokenDSNs {
-		broken := filepath.Join(dir, fmt.Sprintf("broken%d.yml", i))
-		os.WriteFile(broken, []byte(strings.Replace(cfgText, jsonQ(u.String()), jsonQ(b), 1)), 0o600)
+		broken := filepath.Join(r.dir, fmt.Sprintf("broken%d.yml", i))
+		os.WriteFile(broken, r.withDSN(b), 0o600)
 		runCmd("check", "--config.file="+broken)
-		runCmd("--config.file="+broken, "--web.listen-address="+freeAddr(t))
+		runCmd("--config.file="+broken, "--web.listen-address="+freeAddr(r.t))
 		runCmd("reconcile", "--config.file="+broken)
 	}
+}
 
-	// What a panic or a %v of the configuration would print.
-	cfg, _ := config.Load(cfgFile)
-	collect("config printed", fmt.Sprintf("%v %+v %#v %v %+v", cfg, cfg.Databases["demo"], cfg.Kafka["secure"], *cfg.Databases["demo"], cfg.Kafka["refused"].SASL))
-
+// searchLeaks searches all outputs for any piece of a secret.
+func searchLeaks(t *testing.T, outputs []string) {
+	t.Helper()
 	all := strings.Join(outputs, "\n")
 	secrets := append([]string{dbSecret, saslSecret, badSecret}, brokenDSNs...)
 	// The DSN forms' passwords are TAG + "Pw/...": the tag run is theirs.

@@ -159,21 +159,20 @@ func (f *fixture) seed(n int, now time.Time) *scenario {
 	f.t.Helper()
 	s := &scenario{dups: map[string]int{}}
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	ptr := func(t time.Time) *time.Time { return &t }
 	var recs []*kgo.Record
 	for i := 0; i < n; i++ {
 		p := int32(i % 2)
 		// Published and on the topic: consistent.
 		id := fmt.Sprintf("ok-%d", i)
-		f.row(id, "PUBLISHED", ago(30*time.Minute), ptr(ago(29*time.Minute)))
+		f.row(id, "PUBLISHED", ago(30*time.Minute), ptrTime(ago(29*time.Minute)))
 		recs = append(recs, rec("messages", p, id, ago(29*time.Minute)))
 		// Published, never reached the broker: silent loss.
 		id = fmt.Sprintf("lost-%d", i)
-		f.row(id, "PUBLISHED", ago(30*time.Minute), ptr(ago(29*time.Minute)))
+		f.row(id, "PUBLISHED", ago(30*time.Minute), ptrTime(ago(29*time.Minute)))
 		s.missing = append(s.missing, id)
 		// Published inside grace and not there yet: not judged.
 		id = fmt.Sprintf("fresh-%d", i)
-		f.row(id, "PUBLISHED", ago(40*time.Second), ptr(ago(20*time.Second)))
+		f.row(id, "PUBLISHED", ago(40*time.Second), ptrTime(ago(20*time.Second)))
 		s.notJudged = append(s.notJudged, id)
 		// Pending (lease expired after a lost ack) but on the topic.
 		id = fmt.Sprintf("unacked-%d", i)
@@ -201,12 +200,12 @@ func (f *fixture) seed(n int, now time.Time) *scenario {
 		f.row(fmt.Sprintf("dead-absent-%d", i), "ABANDONED", ago(15*time.Minute), nil)
 		// Published twice before the start, a third time after it.
 		id = fmt.Sprintf("dup-%d", i)
-		f.row(id, "PUBLISHED", ago(26*time.Minute), ptr(ago(25*time.Minute)))
+		f.row(id, "PUBLISHED", ago(26*time.Minute), ptrTime(ago(25*time.Minute)))
 		recs = append(recs, rec("messages", p, id, ago(25*time.Minute)), rec("messages.retry", 0, id, ago(24*time.Minute)))
 		s.late = append(s.late, rec("messages", 1-p, id, time.Time{}))
 		s.dups[id] = 3
 		// Created before the window: out of scope.
-		f.row(fmt.Sprintf("old-%d", i), "PUBLISHED", ago(2*time.Hour), ptr(ago(2*time.Hour)))
+		f.row(fmt.Sprintf("old-%d", i), "PUBLISHED", ago(2*time.Hour), ptrTime(ago(2*time.Hour)))
 		// Records without an event id header.
 		if i%10 == 0 {
 			r := rec("messages", p, "", ago(12*time.Minute))
@@ -238,6 +237,15 @@ func restrict(ids []string, s Sampler) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// wantIDs checks that the findings of kind what have exactly the ids
+// want, in order.
+func wantIDs(t *testing.T, what string, fs []Finding, want ...string) {
+	t.Helper()
+	if got := ids(fs); !reflect.DeepEqual(got, want) {
+		t.Errorf("%s %v, want %v", what, got, want)
+	}
 }
 
 func ids(fs []Finding) []string {
@@ -382,11 +390,10 @@ func TestAuditRestartMidWindow(t *testing.T) {
 func TestAuditChecked(t *testing.T) {
 	f := newFixture(t)
 	now := time.Now()
-	ptr := func(t time.Time) *time.Time { return &t }
-	f.row("a", "PUBLISHED", now.Add(-10*time.Second), ptr(now.Add(-5*time.Second)))
-	f.row("b", "PUBLISHED", now.Add(-20*time.Second), ptr(now.Add(-10*time.Second)))
+	f.row("a", "PUBLISHED", now.Add(-10*time.Second), ptrTime(now.Add(-5*time.Second)))
+	f.row("b", "PUBLISHED", now.Add(-20*time.Second), ptrTime(now.Add(-10*time.Second)))
 	f.row("c", "PENDING", now.Add(-15*time.Second), nil)
-	f.row("before-start", "PUBLISHED", now.Add(-10*time.Minute), ptr(now.Add(-9*time.Minute)))
+	f.row("before-start", "PUBLISHED", now.Add(-10*time.Minute), ptrTime(now.Add(-9*time.Minute)))
 	f.produce(rec("messages", 0, "a", now.Add(-5*time.Second)), rec("messages", 0, "before-start", now.Add(-9*time.Minute)))
 	a := f.auditor(1, "header:event_id")
 	waitRecords(t, a, 2)
@@ -414,9 +421,8 @@ func TestAuditChecked(t *testing.T) {
 func TestAuditKeyAndJSON(t *testing.T) {
 	f := newFixture(t)
 	now := time.Now()
-	ptr := func(t time.Time) *time.Time { return &t }
-	f.row("j-1", "PUBLISHED", now.Add(-10*time.Minute), ptr(now.Add(-9*time.Minute)))
-	f.row("j-2", "PUBLISHED", now.Add(-10*time.Minute), ptr(now.Add(-9*time.Minute)))
+	f.row("j-1", "PUBLISHED", now.Add(-10*time.Minute), ptrTime(now.Add(-9*time.Minute)))
+	f.row("j-2", "PUBLISHED", now.Add(-10*time.Minute), ptrTime(now.Add(-9*time.Minute)))
 	f.row("42", "PENDING", now.Add(-10*time.Minute), nil)
 	ts := now.Add(-9 * time.Minute)
 	mk := func(key, value string) *kgo.Record {
@@ -435,12 +441,8 @@ func TestAuditKeyAndJSON(t *testing.T) {
 		a := f.auditor(1, "json:event_id")
 		waitRecords(t, a, 6)
 		r := compare(t, a)
-		if got := ids(r.Missing); !reflect.DeepEqual(got, []string{"j-2"}) {
-			t.Errorf("missing %v, want [j-2]", got)
-		}
-		if got := ids(r.Unmarked); !reflect.DeepEqual(got, []string{"42"}) {
-			t.Errorf("unmarked %v, want [42]", got)
-		}
+		wantIDs(t, "missing", r.Missing, "j-2")
+		wantIDs(t, "unmarked", r.Unmarked, "42")
 		if m := a.Report().RereadMalformed; m != 4 {
 			t.Errorf("re-read malformed = %d, want 4", m)
 		}
@@ -450,9 +452,7 @@ func TestAuditKeyAndJSON(t *testing.T) {
 		a := f.auditor(1, "key")
 		waitRecords(t, a, 6)
 		r := compare(t, a)
-		if got := ids(r.Missing); !reflect.DeepEqual(got, []string{"j-2"}) {
-			t.Errorf("missing %v, want [j-2]", got)
-		}
+		wantIDs(t, "missing", r.Missing, "j-2")
 		if got := dupIDs(r.Duplicates); !reflect.DeepEqual(got, map[string]int{"j-1": 2}) {
 			t.Errorf("duplicates %v, want j-1 twice", got)
 		}
@@ -478,12 +478,8 @@ func TestAuditOtherStyles(t *testing.T) {
 		a := f.auditor(1, "header:event_id")
 		waitRecords(t, a, 4)
 		r := compare(t, a)
-		if got := ids(r.Missing); !reflect.DeepEqual(got, []string{"2"}) {
-			t.Errorf("missing %v, want [2]", got)
-		}
-		if got := ids(r.Unmarked); !reflect.DeepEqual(got, []string{"3"}) {
-			t.Errorf("unmarked %v, want [3]", got)
-		}
+		wantIDs(t, "missing", r.Missing, "2")
+		wantIDs(t, "unmarked", r.Unmarked, "3")
 	})
 	t.Run("delete on publish", func(t *testing.T) {
 		f.t = t
@@ -492,9 +488,7 @@ func TestAuditOtherStyles(t *testing.T) {
 		waitRecords(t, a, 4)
 		r := compare(t, a)
 		// Every row present is unpublished: 1, 3 and 4 are on the topic.
-		if got := ids(r.Unmarked); !reflect.DeepEqual(got, []string{"1", "3", "4"}) {
-			t.Errorf("unmarked %v, want [1 3 4]", got)
-		}
+		wantIDs(t, "unmarked", r.Unmarked, "1", "3", "4")
 		if len(r.Missing) != 0 {
 			t.Errorf("missing %v, want none", ids(r.Missing))
 		}
@@ -514,12 +508,8 @@ func TestAuditOtherStyles(t *testing.T) {
 		}
 		offset.Store(int64(2 * time.Minute))
 		r := compare(t, a)
-		if got := ids(r.Missing); !reflect.DeepEqual(got, []string{"2"}) {
-			t.Errorf("missing %v, want [2]", got)
-		}
-		if got := ids(r.Unmarked); !reflect.DeepEqual(got, []string{"3"}) {
-			t.Errorf("unmarked %v, want [3]", got)
-		}
+		wantIDs(t, "missing", r.Missing, "2")
+		wantIDs(t, "unmarked", r.Unmarked, "3")
 	})
 }
 

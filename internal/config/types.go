@@ -134,11 +134,14 @@ func (o *Outbox) Style() StateStyle {
 }
 
 // DeadlineFor returns the deadline of events whose first label has value v.
-func (o *Outbox) DeadlineFor(v string) time.Duration {
-	if d, ok := o.Deadlines[v]; ok {
+func (o *Outbox) DeadlineFor(v string) time.Duration { return overrideOr(o.Deadlines, v, o.Deadline) }
+
+// overrideOr is overrides[k] if it is set, else def.
+func overrideOr(overrides map[string]time.Duration, k string, def time.Duration) time.Duration {
+	if d, ok := overrides[k]; ok {
 		return d
 	}
-	return o.Deadline
+	return def
 }
 
 // TLS configures a Kafka client's TLS.
@@ -177,10 +180,7 @@ type Kafka struct {
 
 // DeadlineFor returns the lag deadline of a consumer group.
 func (k *Kafka) DeadlineFor(group string) time.Duration {
-	if d, ok := k.Deadlines[group]; ok {
-		return d
-	}
-	return k.Deadline
+	return overrideOr(k.Deadlines, group, k.Deadline)
 }
 
 // ReconcileJob compares the authoritative table with the outbox and the

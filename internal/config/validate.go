@@ -35,62 +35,38 @@ const (
 
 func (c *Config) setDefaults() {
 	for _, db := range c.Databases {
-		if db.MaxConnections == 0 {
-			db.MaxConnections = DefaultMaxConnections
-		}
-		if db.StatementTimeout == 0 {
-			db.StatementTimeout = DefaultStatementTimeout
-		}
-		if db.LockTimeout == 0 {
-			db.LockTimeout = DefaultLockTimeout
-		}
+		orDefault(&db.MaxConnections, DefaultMaxConnections)
+		orDefault(&db.StatementTimeout, DefaultStatementTimeout)
+		orDefault(&db.LockTimeout, DefaultLockTimeout)
 	}
 	for _, o := range c.Outboxes {
-		if o.MaxLabelValues == 0 {
-			o.MaxLabelValues = DefaultMaxLabelValues
-		}
-		if o.MaxCount == 0 {
-			o.MaxCount = DefaultMaxCount
-		}
-		if o.SLOObjective == 0 {
-			o.SLOObjective = DefaultSLOObjective
-		}
+		orDefault(&o.MaxLabelValues, DefaultMaxLabelValues)
+		orDefault(&o.MaxCount, DefaultMaxCount)
+		orDefault(&o.SLOObjective, DefaultSLOObjective)
 	}
 	for _, k := range c.Kafka {
-		if k.Deadline == 0 {
-			k.Deadline = DefaultKafkaDeadline
-		}
+		orDefault(&k.Deadline, DefaultKafkaDeadline)
 	}
 	for _, r := range c.Reconcile {
-		if r.Window == 0 {
-			r.Window = DefaultReconcileWindow
-		}
-		if r.Grace == 0 {
-			r.Grace = DefaultReconcileGrace
-		}
-		if r.MaxFindings == 0 {
-			r.MaxFindings = DefaultMaxFindings
-		}
-		if r.ChunkTime == 0 {
-			r.ChunkTime = DefaultChunkTime
-		}
-		if r.Timeout == 0 {
-			r.Timeout = DefaultReconcileTimeout
-		}
+		orDefault(&r.Window, DefaultReconcileWindow)
+		orDefault(&r.Grace, DefaultReconcileGrace)
+		orDefault(&r.MaxFindings, DefaultMaxFindings)
+		orDefault(&r.ChunkTime, DefaultChunkTime)
+		orDefault(&r.Timeout, DefaultReconcileTimeout)
 	}
 	for _, a := range c.Audit {
-		if a.Sample == 0 {
-			a.Sample = DefaultAuditSample
-		}
-		if a.Grace == 0 {
-			a.Grace = DefaultAuditGrace
-		}
-		if a.Window == 0 {
-			a.Window = DefaultAuditWindow
-		}
-		if a.Interval == 0 {
-			a.Interval = DefaultAuditInterval
-		}
+		orDefault(&a.Sample, DefaultAuditSample)
+		orDefault(&a.Grace, DefaultAuditGrace)
+		orDefault(&a.Window, DefaultAuditWindow)
+		orDefault(&a.Interval, DefaultAuditInterval)
+	}
+}
+
+// orDefault sets *v to def if it is the zero value: the key was left out.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 

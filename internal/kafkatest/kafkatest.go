@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/netutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -49,16 +50,7 @@ func (c *Cluster) Brokers() []string {
 func New(t testing.TB, brokers int, opts ...kfake.Opt) *Cluster {
 	t.Helper()
 	ports := FreePorts(t, brokers)
-	all := append([]kfake.Opt{kfake.Ports(ports...), kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			host = "127.0.0.1"
-		}
-		return net.Listen(network, net.JoinHostPort(host, port))
-	})}, opts...)
+	all := append([]kfake.Opt{kfake.Ports(ports...), kfake.ListenFn(netutil.LoopbackListen)}, opts...)
 	c, err := kfake.NewCluster(all...)
 	if err != nil {
 		t.Fatalf("kafkatest: start kfake: %v", err)
