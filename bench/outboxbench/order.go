@@ -204,17 +204,7 @@ func buildOrder(ctx context.Context, rw, ro *pgxpool.Pool, rows int) error {
 	if err := rw.QueryRow(ctx, `SELECT rows FROM bench_meta`).Scan(&have); err == nil && have == int64(rows) {
 		logf("reusing %s with %d rows", orderDB, have)
 		// Create what a newer check asks for.
-		rep, err := outbox.Check(ctx, ro, "messages", orderOutbox())
-		if err != nil {
-			return err
-		}
-		for _, s := range rep.Statements {
-			logf("%s", s)
-			if _, err := rw.Exec(ctx, s); err != nil {
-				return fmt.Errorf("build: %w", err)
-			}
-		}
-		return nil
+		return createChecked(ctx, rw, ro, orderOutbox())
 	}
 	logf("building %d rows in %s", rows, orderDB)
 	for _, q := range []string{
@@ -236,20 +226,13 @@ func buildOrder(ctx context.Context, rw, ro *pgxpool.Pool, rows int) error {
 			return fmt.Errorf("build: %w", err)
 		}
 	}
-	rep, err := outbox.Check(ctx, ro, "messages", orderOutbox())
-	if err != nil {
+	if err := createChecked(ctx, rw, ro, orderOutbox()); err != nil {
 		return err
-	}
-	for _, s := range rep.Statements {
-		logf("%s", s)
-		if _, err := rw.Exec(ctx, s); err != nil {
-			return fmt.Errorf("build: %w", err)
-		}
 	}
 	if _, err := rw.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	if rep, err = outbox.Check(ctx, ro, "messages", orderOutbox()); err != nil {
+	if rep, err := outbox.Check(ctx, ro, "messages", orderOutbox()); err != nil {
 		return err
 	} else if !rep.OK {
 		return fmt.Errorf("check after building:\n%s", rep.Text())
