@@ -237,23 +237,22 @@ func (r *runner) record(k key, kind Kind, o Observation) {
 	}
 	f := Finding{Key: k.render(kt), Kind: kind, OutboxState: o.Outbox.String()}
 	if o.InAuthority {
-		if o.VersionNull {
-			f.AuthorityVersionNull = true
-		} else {
-			v := o.Version
-			f.AuthorityVersion = &v
-		}
+		f.AuthorityVersion, f.AuthorityVersionNull = reported(o.Version, o.VersionNull)
 	}
 	if o.InTarget {
-		if o.TargetVersionNull {
-			f.TargetVersionNull = true
-		} else {
-			v := o.TargetVersion
-			f.TargetVersion = &v
-		}
+		f.TargetVersion, f.TargetVersionNull = reported(o.TargetVersion, o.TargetVersionNull)
 		if o.TargetRows > 1 {
 			f.TargetRows = o.TargetRows
 		}
 	}
 	r.res.Findings = append(r.res.Findings, f)
+}
+
+// reported is a version as a finding shows it: a pointer to its value, or
+// a NULL flag.
+func reported(v int64, null bool) (*int64, bool) {
+	if null {
+		return nil, true
+	}
+	return &v, false
 }

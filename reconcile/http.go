@@ -1,10 +1,11 @@
 package reconcile
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/httpjson"
 )
 
 // Handler serves /api/v1/reconcile?job=N: the last run of job N as JSON
@@ -35,10 +36,5 @@ func (s *Scheduler) Handler() http.Handler {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+// writeJSON answers with v as indented JSON.
+var writeJSON = httpjson.Write

@@ -205,21 +205,36 @@ func uuidChars(i int) string {
 	return "0123456789abcdef"
 }
 
-// uuidAbove is the smallest canonical uuid text above s in byte order
-// (at or above when !strict); ok is false when there is none. It maps a
-// bound on text keys to a bound on a uuid column.
-func uuidAbove(s string, strict bool) (string, bool) {
+// uuidPrefix is how many leading bytes of s can begin a canonical uuid.
+func uuidPrefix(s string) int {
 	m := 0
 	for m < len(s) && m < len(uuidPattern) && uuidCharOK(m, s[m]) {
 		m++
 	}
-	complete := func(prefix string) string {
-		b := []byte(prefix)
-		for i := len(b); i < len(uuidPattern); i++ {
-			b = append(b, uuidChars(i)[0])
+	return m
+}
+
+// uuidComplete fills prefix up to a canonical uuid with the smallest
+// character each place allows (the largest when highest).
+func uuidComplete(prefix string, highest bool) string {
+	b := []byte(prefix)
+	for i := len(b); i < len(uuidPattern); i++ {
+		cs := uuidChars(i)
+		if highest {
+			b = append(b, cs[len(cs)-1])
+		} else {
+			b = append(b, cs[0])
 		}
-		return string(b)
 	}
+	return string(b)
+}
+
+// uuidAbove is the smallest canonical uuid text above s in byte order
+// (at or above when !strict); ok is false when there is none. It maps a
+// bound on text keys to a bound on a uuid column.
+func uuidAbove(s string, strict bool) (string, bool) {
+	m := uuidPrefix(s)
+	complete := func(prefix string) string { return uuidComplete(prefix, false) }
 	switch {
 	case m == len(s) && m == len(uuidPattern):
 		if !strict {
@@ -248,18 +263,8 @@ func uuidAbove(s string, strict bool) (string, bool) {
 // uuidBelow is the largest canonical uuid text at or below s in byte
 // order; ok is false when there is none.
 func uuidBelow(s string) (string, bool) {
-	m := 0
-	for m < len(s) && m < len(uuidPattern) && uuidCharOK(m, s[m]) {
-		m++
-	}
-	complete := func(prefix string) string {
-		b := []byte(prefix)
-		for i := len(b); i < len(uuidPattern); i++ {
-			cs := uuidChars(i)
-			b = append(b, cs[len(cs)-1])
-		}
-		return string(b)
-	}
+	m := uuidPrefix(s)
+	complete := func(prefix string) string { return uuidComplete(prefix, true) }
 	switch {
 	case m == len(uuidPattern):
 		// s is a uuid, or one followed by more bytes: above it either way.

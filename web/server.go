@@ -4,7 +4,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/httpjson"
 	"github.com/outbox-exporter/outbox_exporter/web/history"
 )
 
@@ -267,13 +267,7 @@ func (s *Server) keepFresh(ctx context.Context) {
 }
 
 // writeJSON answers with v as indented JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+var writeJSON = httpjson.Write
 
 // apiError is the body of every failed API answer.
 type apiError struct {
