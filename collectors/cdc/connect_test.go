@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,19 +53,6 @@ func repoDir(t *testing.T) string {
 	}
 }
 
-func writeProps(path string, props map[string]string) error {
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&sb, "%s=%s\n", k, props[k])
-	}
-	return os.WriteFile(path, []byte(sb.String()), 0o600)
-}
-
 // newConnect writes the worker and connector configuration: the
 // connector captures tables of database db on the cluster at pgPort into
 // slot, routing each outbox row to outbox.event.<aggregatetype> with the
@@ -92,7 +78,7 @@ func newConnect(t *testing.T, b *kafkatest.Broker, pgPort int, db, slot string, 
 	c := &connect{t: t, dir: dir, worker: filepath.Join(dir, "worker.properties"), conn: filepath.Join(dir, "outbox.properties"),
 		restURL: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	err = errors.Join(
-		writeProps(c.worker, map[string]string{
+		kafkatest.WriteProperties(c.worker, map[string]string{
 			"bootstrap.servers":            strings.Join(b.Brokers(), ","),
 			"key.converter":                "org.apache.kafka.connect.storage.StringConverter",
 			"value.converter":              "org.apache.kafka.connect.storage.StringConverter",
@@ -104,7 +90,7 @@ func newConnect(t *testing.T, b *kafkatest.Broker, pgPort int, db, slot string, 
 			"plugin.discovery": "only_scan",
 			"listeners":        c.restURL,
 		}),
-		writeProps(c.conn, map[string]string{
+		kafkatest.WriteProperties(c.conn, map[string]string{
 			"name":                        "outbox",
 			"connector.class":             "io.debezium.connector.postgresql.PostgresConnector",
 			"tasks.max":                   "1",

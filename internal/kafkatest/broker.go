@@ -28,13 +28,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,19 +350,20 @@ func (b *Broker) writeConfig(id int, ctrl string, o Options) error {
 	for k, v := range o.Extra {
 		props[k] = v
 	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&sb, "%s=%s\n", k, props[k])
-	}
-	if err := os.WriteFile(b.path("server.properties"), []byte(sb.String()), 0o600); err != nil {
+	if err := WriteProperties(b.path("server.properties"), props); err != nil {
 		return fmt.Errorf("kafkatest: write server.properties: %w", err)
 	}
 	return b.writeLog4j()
+}
+
+// WriteProperties writes a Java properties file of props, one key=value
+// a line in key order (the broker's and Kafka Connect's configuration).
+func WriteProperties(path string, props map[string]string) error {
+	var sb strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(&sb, "%s=%s\n", k, props[k])
+	}
+	return os.WriteFile(path, []byte(sb.String()), 0o600)
 }
 
 func (b *Broker) writeLog4j() error {
