@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -194,20 +194,10 @@ type behindApp struct {
 
 func startBehindApp(ctx context.Context, t *testing.T) *behindApp {
 	t.Helper()
-	c, err := cdctest.Start(ctx, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
+	c := pgtest.StartCluster(t, "a wal_level=logical cluster with track_commit_timestamp = on", func(ctx context.Context) (*cdctest.Cluster, error) {
+		return cdctest.Start(ctx, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on"}})
 	})
-	admin, err := pgxpool.New(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := c.Admin
 	ba := &behindApp{admin: admin}
 	ba.exec(t, `CREATE TABLE outbox (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), kind text NOT NULL);
 		CREATE INDEX ON outbox (created_at); CREATE INDEX ON outbox (kind, created_at)`)
@@ -379,15 +369,5 @@ func promtoolDeadline(t *testing.T, cfg *config.Config, outbox, kind string, beh
 	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	test := filepath.Join(dir, "test.yml")
-	if err := os.WriteFile(test, []byte(sb.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool is not installed; apt-get install -y prometheus")
-	}
-	if out, err := exec.Command(promtool, "test", "rules", test).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules on the exporter's real values: %v\n%s\n%s", err, out, sb.String())
-	}
+	testutil.PromtoolTestRules(t, dir, "test.yml", sb.String())
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -28,29 +28,10 @@ type server struct {
 
 func startServer(t *testing.T, o cdctest.Options) *server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := cdctest.Start(ctx, o)
-	if err != nil {
-		t.Fatalf("start a wal_level=logical cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
+	c := pgtest.StartCluster(t, "a wal_level=logical cluster", func(ctx context.Context) (*cdctest.Cluster, error) {
+		return cdctest.Start(ctx, o)
 	})
-	admin, err := pgxpool.New(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	ro, err := pg.Open(ctx, &config.Database{DSN: config.Secret(c.URL("postgres")), MaxConnections: 2,
-		StatementTimeout: 5 * time.Second, LockTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ro.Close)
-	return &server{cluster: c, admin: admin, ro: ro}
+	return &server{cluster: c.Cluster, admin: c.Admin, ro: c.ReadOnly(t, "postgres", 5*time.Second)}
 }
 
 func (s *server) exec(t *testing.T, sql string, args ...any) {

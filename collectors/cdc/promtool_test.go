@@ -3,7 +3,6 @@ package cdc
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // promSeries turns collections (one per evaluation minute) into promtool
@@ -101,15 +101,5 @@ func runPromtool(t *testing.T, cfg *config.Config, snaps []metrics, pad int, cas
 		}
 		fmt.Fprintf(&sb, "        exp_alerts:\n          - exp_labels: {severity: %s, job: outbox_exporter, cdc: %s}\n", c.sev, c.cdc)
 	}
-	test := filepath.Join(dir, "cdc.test.yml")
-	if err := os.WriteFile(test, []byte(sb.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool is not installed; apt-get install -y prometheus")
-	}
-	if out, err := exec.Command(promtool, "test", "rules", test).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules on the exporter's real values: %v\n%s\n%s", err, out, sb.String())
-	}
+	testutil.PromtoolTestRules(t, dir, "cdc.test.yml", sb.String())
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -43,30 +44,11 @@ type commitTS struct {
 
 func startCommitTS(t *testing.T) *commitTS {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Prefix: "outbox-committs-pg-",
-		Settings: map[string]string{"track_commit_timestamp": "on"}})
-	if err != nil {
-		t.Fatalf("start a cluster with track_commit_timestamp = on: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
+	c := pgtest.StartCluster(t, "a cluster with track_commit_timestamp = on", func(ctx context.Context) (*pgcluster.Cluster, error) {
+		return pgcluster.Start(ctx, pgcluster.Options{Prefix: "outbox-committs-pg-",
+			Settings: map[string]string{"track_commit_timestamp": "on"}})
 	})
-	admin, err := pgxpool.New(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	ro, err := pg.Open(ctx, &config.Database{DSN: config.Secret(c.URL("postgres")), MaxConnections: 2,
-		StatementTimeout: 30 * time.Second, LockTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ro.Close)
-	return &commitTS{admin: admin, ro: ro}
+	return &commitTS{admin: c.Admin, ro: c.ReadOnly(t, "postgres", 30*time.Second)}
 }
 
 func (s *commitTS) exec(t *testing.T, sql string, args ...any) {

@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -29,4 +31,18 @@ func ExampleConfig(t testing.TB, path string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// PromtoolTestRules writes a promtool unit-test file to dir and runs
+// `promtool test rules` on it, failing with promtool's output and the
+// file when a case does not hold.
+func PromtoolTestRules(t testing.TB, dir, name, content string) {
+	t.Helper()
+	test := filepath.Join(dir, name)
+	if err := os.WriteFile(test, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(RequireTool(t, "promtool"), "test", "rules", test).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules on the exporter's real values: %v\n%s\n%s", err, out, content)
+	}
 }

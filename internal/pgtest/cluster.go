@@ -1,0 +1,58 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
+)
+
+// Cluster is a throwaway server a test started for settings the shared
+// one does not have (wal_level = logical, track_commit_timestamp), with a
+// superuser pool for fixtures. The test's cleanup stops it.
+type Cluster struct {
+	*pgcluster.Cluster
+	Admin *pgxpool.Pool
+}
+
+// StartCluster starts a cluster with start (pgcluster.Start, or a wrapper
+// that adds settings) and opens its superuser pool, failing the test with
+// what (e.g. "a wal_level=logical cluster") when it cannot.
+func StartCluster(t testing.TB, what string, start func(context.Context) (*pgcluster.Cluster, error)) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := start(ctx)
+	if err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop %s: %v", what, err)
+		}
+	})
+	admin, err := pgxpool.New(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	return &Cluster{Cluster: c, Admin: admin}
+}
+
+// ReadOnly opens the exporter's own fenced pool on database db of the
+// cluster, as a config with that DSN would.
+func (c *Cluster) ReadOnly(t testing.TB, db string, statementTimeout time.Duration) *pgxpool.Pool {
+	t.Helper()
+	ro, err := pg.Open(context.Background(), &config.Database{DSN: config.Secret(c.URL(db)), MaxConnections: 2,
+		StatementTimeout: statementTimeout, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ro.Close)
+	return ro
+}
