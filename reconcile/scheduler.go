@@ -246,8 +246,8 @@ func (s *Scheduler) Start() {
 }
 
 // Stop stops scheduling, cancels runs in progress and waits for them to
-// end. A stopped Scheduler cannot be started again; build a new one (on a
-// config reload, for instance).
+// end. A stopped Scheduler cannot be started again; build a new one. (A
+// config reload does not stop it: Prepare changes its jobs in place.)
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
 	if s.started {
