@@ -60,12 +60,14 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 // 4): the pools of unchanged databases, the samplers of unchanged
 // outboxes, the slot collectors (and WAL histories) of unchanged cdc
 // databases, the clients and caches of unchanged Kafka clusters, the
-// auditors of unchanged audits (still running) and the reconcile
-// scheduler with its last results when no reconcile job or what it reads
-// changed. A part is unchanged when its own configuration and everything
-// it reads from (its database, its outbox, its cluster) compare equal.
-// prev keeps running until the caller closes it; closing it then leaves
-// the parts taken over alone. On error prev is untouched.
+// auditors of unchanged audits (still running) and, per reconcile job,
+// the state of every unchanged job (last results, last success, a run in
+// progress, its place in the schedule) in the one scheduler, which the
+// reload changes in place. A part is unchanged when its own configuration
+// and everything it reads from (its database, its outbox, its cluster)
+// compare equal. prev keeps running until the caller closes it (its
+// reconcile jobs are the new ones from the end of Rebuild); closing it
+// then leaves the parts taken over alone. On error prev is untouched.
 func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev *App) (*App, error) {
 	b := &builder{prev: prev, pcfg: &config.Config{}, a: &App{Config: cfg, Pools: map[string]*pgxpool.Pool{},
 		Audits: map[string]*audit.Auditor{}, logger: logger, outbox: map[string]*outbox.Collector{},
@@ -79,6 +81,12 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 			return nil, err
 		}
 	}
+	if b.reload != nil {
+		// Only now that nothing can fail: prev's scheduler takes the new
+		// jobs.
+		b.reload.Apply()
+	}
+	b.cs = append(b.cs, b.a.Reconcile.Collectors()...)
 	b.a.Exporter = collectors.NewExporter(logger, b.cs...)
 	// Only now that nothing can fail: prev no longer closes what a kept.
 	for _, key := range b.kept {
@@ -93,6 +101,8 @@ type builder struct {
 	pcfg    *config.Config
 	kept    []string
 	cs      []collectors.Collector
+	// reload changes prev's reconcile jobs once nothing can fail.
+	reload *reconcile.Reload
 }
 
 // keep takes part key over from prev when its configuration (and what it
@@ -185,18 +195,26 @@ func (b *builder) audits(context.Context) error {
 	return nil
 }
 
+// reconcile takes prev's scheduler over, its jobs to be changed per job
+// (reconcile.Scheduler.Prepare), or builds one.
 func (b *builder) reconcile(context.Context) error {
-	if b.keep("reconcile", reconcileDeps(b.pcfg), reconcileDeps(b.a.Config)) {
-		b.a.Reconcile = b.prev.Reconcile
-	} else {
-		sched, err := reconcile.New(b.a.Config, b.a.Pools, b.a.logger)
+	if b.prev != nil && b.prev.owned["reconcile"] != nil {
+		rl, err := b.prev.Reconcile.Prepare(b.a.Config, b.a.Pools)
 		if err != nil {
 			return fmt.Errorf("reconcile: %w", err)
 		}
-		b.a.Reconcile = sched
-		b.a.own("reconcile", sched.Stop)
+		b.reload = rl
+		b.a.Reconcile = b.prev.Reconcile
+		b.kept = append(b.kept, "reconcile")
+		b.a.own("reconcile", b.prev.owned["reconcile"])
+		return nil
 	}
-	b.cs = append(b.cs, b.a.Reconcile.Collectors()...)
+	sched, err := reconcile.New(b.a.Config, b.a.Pools, b.a.logger)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	b.a.Reconcile = sched
+	b.a.own("reconcile", sched.Stop)
 	return nil
 }
 
@@ -213,18 +231,6 @@ func auditDeps(cfg *config.Config, name string) []any {
 		db = cfg.Databases[o.Database]
 	}
 	return []any{ac, o, cfg.Kafka[ac.Kafka], db}
-}
-
-// reconcileDeps is what the reconcile scheduler reads: every job, the
-// outboxes they name and every database (a job reads up to two).
-func reconcileDeps(cfg *config.Config) []any {
-	out := []any{cfg.Reconcile, cfg.Databases}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
-		if j := cfg.Reconcile[name]; j.Outbox != nil {
-			out = append(out, cfg.Outboxes[j.Outbox.Name])
-		}
-	}
-	return out
 }
 
 func (a *App) own(key string, close func()) {

@@ -159,3 +159,69 @@ func TestRebuildFailureLeavesPrevious(t *testing.T) {
 		t.Fatal("the running App stopped working after a failed reload")
 	}
 }
+
+// TestReloadKeepsUnchangedReconcileJobs: a reload that changes one
+// reconcile job keeps the other's last result and its series, and the
+// changed job starts afresh, in the same scheduler (issue 14, item 4).
+func TestReloadKeepsUnchangedReconcileJobs(t *testing.T) {
+	db := pgtest.New(t)
+	db.Exec(t, `CREATE TABLE outbox (id bigint PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(),
+	  status text NOT NULL DEFAULT 'PENDING', published_at timestamptz);
+	  CREATE TABLE messages (id bigint, version int, created_at timestamptz);
+	  CREATE TABLE search_index (id bigint, version int);
+	  INSERT INTO messages VALUES (1, 1, now() - interval '1 hour')`)
+	ctx := context.Background()
+	logger := testutil.Quiet()
+	withJob := func(schedule string) *config.Config {
+		cfg := parseReload(t, db.URL, "1m", "10m")
+		j := *cfg.Reconcile["idx"]
+		j.Schedule = schedule
+		cfg.Reconcile["other"] = &j
+		return cfg
+	}
+	a1, err := Build(ctx, withJob("@every 2h"), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1.Start(ctx)
+	for _, j := range []string{"idx", "other"} {
+		if _, err := a1.Reconcile.Run(ctx, j, true); err != nil {
+			t.Fatalf("run %s: %v", j, err)
+		}
+	}
+	lastIdx, lastOther := a1.Reconcile.Last("idx"), a1.Reconcile.Last("other")
+	a2, err := Rebuild(ctx, withJob("@every 3h"), logger, a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.Start(ctx)
+	a1.Close()
+	defer a2.Close()
+	if a2.Reconcile != a1.Reconcile {
+		t.Fatal("the scheduler was replaced")
+	}
+	if a2.Reconcile.Last("idx") != lastIdx {
+		t.Error("the unchanged job lost its last result")
+	}
+	if l := a2.Reconcile.Last("other"); l != nil || lastOther == nil {
+		t.Errorf("the changed job kept its last result %+v", l)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	success := map[string]float64{}
+	for _, m := range a2.Exporter.Collect(cctx) {
+		if testutil.IsMetric(m, "outbox_reconcile_last_success_timestamp_seconds") {
+			success[testutil.LabelOf(t, m, "reconcile")] = testutil.MetricValue(t, m)
+		}
+	}
+	if want := float64(lastIdx.Finished.UnixNano()) / 1e9; success["idx"] != want {
+		t.Errorf("idx's last success after the reload: %v, want %v (kept)", success["idx"], want)
+	}
+	if _, ok := success["other"]; ok {
+		t.Error("the changed job still shows the old job's last success")
+	}
+	// The scheduler still works after the old App closed.
+	if _, err := a2.Reconcile.Run(ctx, "other", true); err != nil {
+		t.Errorf("run of the changed job after the reload: %v", err)
+	}
+}

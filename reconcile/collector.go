@@ -43,8 +43,9 @@ var _ collectors.Collector = (*Collector)(nil)
 
 // Collectors returns one Collector per job, in job name order.
 func (s *Scheduler) Collectors() []collectors.Collector {
-	out := make([]collectors.Collector, 0, len(s.names))
-	for _, n := range s.names {
+	names := s.Jobs()
+	out := make([]collectors.Collector, 0, len(names))
+	for _, n := range names {
 		out = append(out, &Collector{s: s, job: n})
 	}
 	return out
@@ -67,6 +68,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Update implements collectors.Collector.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if c.s.job(c.job) == nil {
+		// A reload removed the job: its series end with it.
+		return nil
+	}
 	last, ok := c.s.state(c.job)
 	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, c.s.running(c.job).Seconds(), c.job)
 	if ok != nil {

@@ -16,13 +16,14 @@ import (
 func (s *Scheduler) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		job := req.URL.Query().Get("job")
-		if job == "" && len(s.names) == 1 {
-			job = s.names[0]
+		names := s.Jobs()
+		if job == "" && len(names) == 1 {
+			job = names[0]
 		}
-		if _, ok := s.jobs[job]; !ok {
-			msg := fmt.Sprintf("unknown reconcile job %q; configured jobs: %s", job, strings.Join(s.names, ", "))
+		if s.job(job) == nil {
+			msg := fmt.Sprintf("unknown reconcile job %q; configured jobs: %s", job, strings.Join(names, ", "))
 			if job == "" {
-				msg = "missing ?job=NAME; configured jobs: " + strings.Join(s.names, ", ")
+				msg = "missing ?job=NAME; configured jobs: " + strings.Join(names, ", ")
 			}
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
 			return

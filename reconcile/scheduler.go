@@ -45,11 +45,20 @@ var ErrBusy = errBusy
 // Scheduler runs the configured reconcile jobs on their schedules and
 // keeps each job's last result. One run of a job at a time: a run due
 // while another of the same job is in progress is skipped and logged.
+// A config reload changes its jobs in place (Prepare), keeping the state
+// of every unchanged job.
 type Scheduler struct {
 	logger *slog.Logger
+	opts   []Option
+	cron   *cron.Cron
+
+	// jobsMu guards names and jobs, which a reload replaces while scrapes,
+	// the API and runs read them.
+	jobsMu sync.RWMutex
 	names  []string
 	jobs   map[string]*jobState
-	cron   *cron.Cron
+	// reloadMu makes reloads one at a time.
+	reloadMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -60,15 +69,30 @@ type Scheduler struct {
 }
 
 type jobState struct {
-	plan    *plan
+	plan *plan
+	// deps is what the job reads from the config (jobDeps): a reload
+	// keeps the job when they compare equal.
+	deps []any
+	// specs are the job's schedule and full_sweep, parsed; entries are
+	// their places in the cron once scheduled.
+	specs   []jobSpec
+	entries []cron.EntryID
+	// ctx ends the job's runs when a reload removes or changes the job;
+	// runs counts them, so that the reload waits for them to end.
+	ctx    context.Context
+	cancel context.CancelFunc
+	runs   sync.WaitGroup
+
 	running atomic.Bool
 	// started is the Unix time in nanoseconds the run in progress
 	// started at, 0 when none.
 	started atomic.Int64
 
-	mu     sync.Mutex
-	last   *Result // the last run, completed or failed
-	lastOK *Result // the last completed run
+	mu sync.Mutex
+	// removed: a reload dropped the job; no run of it starts any more.
+	removed bool
+	last    *Result // the last run, completed or failed
+	lastOK  *Result // the last completed run
 	// held are the findings no column dates, by when they were first
 	// seen, kept from one completed run to the next (confirm.go).
 	held map[heldID]time.Time
@@ -134,35 +158,81 @@ func New(cfg *config.Config, pools map[string]*pgxpool.Pool, logger *slog.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Scheduler{logger: logger, jobs: map[string]*jobState{}}
+	s := &Scheduler{logger: logger, jobs: map[string]*jobState{}, opts: opts}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cron = cron.New(cron.WithParser(config.CronParser))
-	for name, job := range cfg.Reconcile {
-		p, err := newPlan(name, job, cfg, pools)
+	for name := range cfg.Reconcile {
+		js, err := s.newJob(name, cfg, pools)
 		if err != nil {
 			return nil, err
 		}
-		js := &jobState{plan: p, minRows: minChunkRows, maxRows: maxChunkRows, initRows: initialChunkRows, leafRows: defaultLeafRows}
 		s.jobs[name] = js
 		s.names = append(s.names, name)
-		if _, err := s.cron.AddFunc(job.Schedule, s.scheduled(name, false)); err != nil {
-			return nil, fmt.Errorf("reconcile job %s: schedule %q: %w", name, job.Schedule, err)
-		}
-		if job.FullSweep != "" {
-			if _, err := s.cron.AddFunc(job.FullSweep, s.scheduled(name, true)); err != nil {
-				return nil, fmt.Errorf("reconcile job %s: full_sweep %q: %w", name, job.FullSweep, err)
-			}
-		}
 	}
 	sort.Strings(s.names)
 	for _, o := range opts {
 		o(s)
 	}
+	for _, name := range s.names {
+		s.schedule(name, s.jobs[name])
+	}
 	return s, nil
 }
 
+// newJob builds job name's state, unscheduled: its plan, and its
+// schedules parsed (so that a bad one fails here, not half-way through
+// applying a reload).
+func (s *Scheduler) newJob(name string, cfg *config.Config, pools map[string]*pgxpool.Pool) (*jobState, error) {
+	job := cfg.Reconcile[name]
+	p, err := newPlan(name, job, cfg, pools)
+	if err != nil {
+		return nil, err
+	}
+	js := &jobState{plan: p, deps: jobDeps(cfg, name), minRows: minChunkRows, maxRows: maxChunkRows,
+		initRows: initialChunkRows, leafRows: defaultLeafRows}
+	js.ctx, js.cancel = context.WithCancel(context.Background())
+	sched, err := config.CronParser.Parse(job.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile job %s: schedule %q: %w", name, job.Schedule, err)
+	}
+	js.specs = append(js.specs, jobSpec{sched: sched})
+	if job.FullSweep != "" {
+		sched, err := config.CronParser.Parse(job.FullSweep)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile job %s: full_sweep %q: %w", name, job.FullSweep, err)
+		}
+		js.specs = append(js.specs, jobSpec{sched: sched, full: true})
+	}
+	return js, nil
+}
+
+// jobSpec is one schedule of a job: its windowed runs, or its full
+// sweeps.
+type jobSpec struct {
+	sched cron.Schedule
+	full  bool
+}
+
+// schedule adds js's schedules to the cron.
+func (s *Scheduler) schedule(name string, js *jobState) {
+	for _, sp := range js.specs {
+		js.entries = append(js.entries, s.cron.Schedule(sp.sched, cron.FuncJob(s.scheduled(name, js, sp.full))))
+	}
+}
+
+// job returns job name's state, nil for a job the configuration lacks.
+func (s *Scheduler) job(name string) *jobState {
+	s.jobsMu.RLock()
+	defer s.jobsMu.RUnlock()
+	return s.jobs[name]
+}
+
 // Jobs returns the job names, sorted.
-func (s *Scheduler) Jobs() []string { return slices.Clone(s.names) }
+func (s *Scheduler) Jobs() []string {
+	s.jobsMu.RLock()
+	defer s.jobsMu.RUnlock()
+	return slices.Clone(s.names)
+}
 
 // Start begins running the jobs on their schedules.
 func (s *Scheduler) Start() {
@@ -176,8 +246,8 @@ func (s *Scheduler) Start() {
 }
 
 // Stop stops scheduling, cancels runs in progress and waits for them to
-// end. A stopped Scheduler cannot be started again; build a new one (on a
-// config reload, for instance).
+// end. A stopped Scheduler cannot be started again; build a new one. (A
+// config reload does not stop it: Prepare changes its jobs in place.)
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
 	if s.started {
@@ -189,14 +259,20 @@ func (s *Scheduler) Stop() {
 	s.wg.Wait()
 }
 
-func (s *Scheduler) scheduled(name string, full bool) func() {
+// scheduled is the cron's job for one of js's schedules. It runs js
+// itself, not whatever job is named name when it fires: a reload that
+// changed the job may have replaced it.
+func (s *Scheduler) scheduled(name string, js *jobState, full bool) func() {
 	return func() {
 		kind := "windowed"
 		if full {
 			kind = "full"
 		}
-		res, err := s.Run(s.ctx, name, full)
+		res, err := s.runJob(s.ctx, js, name, full)
 		switch {
+		case errors.Is(err, ErrUnknownJob):
+			// Fired as a reload removed or replaced the job.
+			s.logger.Debug("reconcile run not started: the job was reloaded", "reconcile", name, "run", kind)
 		case errors.Is(err, ErrBusy):
 			s.logger.Warn("reconcile run skipped: the previous run is still in progress", "reconcile", name, "run", kind)
 		case err != nil:
@@ -214,21 +290,38 @@ func (s *Scheduler) scheduled(name string, full bool) func() {
 // configuration lacks, and for a failed run the result (with Error set)
 // together with the error.
 func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, error) {
-	js, ok := s.jobs[job]
-	if !ok {
+	js := s.job(job)
+	if js == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownJob, job)
 	}
+	return s.runJob(ctx, js, job, full)
+}
+
+func (s *Scheduler) runJob(ctx context.Context, js *jobState, job string, full bool) (*Result, error) {
+	js.mu.Lock()
+	if js.removed {
+		js.mu.Unlock()
+		return nil, fmt.Errorf("%w %q (removed by a reload)", ErrUnknownJob, job)
+	}
+	// Counted under mu, so that a reload removing the job (which sets
+	// removed under mu, then waits) waits for this run too.
+	js.runs.Add(1)
+	js.mu.Unlock()
+	defer js.runs.Done()
 	if !js.running.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("reconcile %s: %w", job, ErrBusy)
 	}
 	s.wg.Add(1)
 	defer s.wg.Done()
 	defer js.running.Store(false)
-	// Stop cancels runs in progress, whoever started them.
+	// Stop cancels runs in progress, whoever started them; a reload that
+	// removes or changes the job cancels its run.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
+	stopJob := context.AfterFunc(js.ctx, cancel)
+	defer stopJob()
 
 	timeout := js.plan.job.Timeout
 	if timeout <= 0 {
@@ -242,30 +335,7 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 	res := newResult(job, full)
 	js.started.Store(res.Started.UnixNano())
 	defer js.started.Store(0)
-	r := &runner{
-		p:         js.plan,
-		w:         &window{full: full},
-		res:       res,
-		max:       js.plan.job.MaxFindings,
-		chunkRows: js.initRows,
-		minRows:   js.minRows,
-		maxRows:   js.maxRows,
-		chunkTime: js.plan.job.ChunkTime,
-		hooks:     js.hooks,
-		stream:    js.stream,
-		leafRows:  js.leafRows,
-		logger:    s.logger,
-	}
-	js.mu.Lock()
-	r.prior, r.confirmInRun, r.clock = js.held, js.confirmInRun, js.clock
-	js.mu.Unlock()
-
-	if r.chunkTime <= 0 {
-		r.chunkTime = config.DefaultChunkTime
-	}
-	if r.max <= 0 {
-		r.max = config.DefaultMaxFindings
-	}
+	r := js.runner(res, full, s.logger)
 	err := r.run(ctx)
 	if cause := context.Cause(ctx); err != nil && cause != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (%w)", cause, err)
@@ -286,11 +356,39 @@ func (s *Scheduler) Run(ctx context.Context, job string, full bool) (*Result, er
 	return res, err
 }
 
+// runner is a run of js recording into res, from what js holds.
+func (js *jobState) runner(res *Result, full bool, logger *slog.Logger) *runner {
+	r := &runner{
+		p:         js.plan,
+		w:         &window{full: full},
+		res:       res,
+		max:       js.plan.job.MaxFindings,
+		chunkRows: js.initRows,
+		minRows:   js.minRows,
+		maxRows:   js.maxRows,
+		chunkTime: js.plan.job.ChunkTime,
+		hooks:     js.hooks,
+		stream:    js.stream,
+		leafRows:  js.leafRows,
+		logger:    logger,
+	}
+	js.mu.Lock()
+	r.prior, r.confirmInRun, r.clock = js.held, js.confirmInRun, js.clock
+	js.mu.Unlock()
+	if r.chunkTime <= 0 {
+		r.chunkTime = config.DefaultChunkTime
+	}
+	if r.max <= 0 {
+		r.max = config.DefaultMaxFindings
+	}
+	return r
+}
+
 // Last returns the job's last run, completed or failed; nil before the
 // first run ends or for an unknown job.
 func (s *Scheduler) Last(job string) *Result {
-	js, ok := s.jobs[job]
-	if !ok {
+	js := s.job(job)
+	if js == nil {
 		return nil
 	}
 	js.mu.Lock()
@@ -300,8 +398,8 @@ func (s *Scheduler) Last(job string) *Result {
 
 // state returns the job's last run and last completed run.
 func (s *Scheduler) state(job string) (last, lastOK *Result) {
-	js, ok := s.jobs[job]
-	if !ok {
+	js := s.job(job)
+	if js == nil {
 		return nil, nil
 	}
 	js.mu.Lock()
@@ -312,8 +410,8 @@ func (s *Scheduler) state(job string) (last, lastOK *Result) {
 // running is how long the job's run in progress has been running; 0 when
 // none is.
 func (s *Scheduler) running(job string) time.Duration {
-	js, ok := s.jobs[job]
-	if !ok {
+	js := s.job(job)
+	if js == nil {
 		return 0
 	}
 	t := js.started.Load()

@@ -52,6 +52,7 @@ func main() {
 	naiveRuns := flag.Int("naive-runs", 3, "naive queries measured per scenario")
 	rebuild := flag.Bool("rebuild", false, "drop outbox_bench and build it again")
 	smallOnly := flag.Bool("small-only", false, "measure the normal scenario only")
+	nullable := flag.Bool("nullable-labels", false, "measure with the label columns nullable and some NULL topics (nullable.go); the table is restored afterwards")
 	order := flag.Bool("order", false, "measure the collection with aggregate, sequence and receipt against it without them, with -small unpublished rows, in the database "+orderDB+" (order.go)")
 	flag.Parse()
 	if *order {
@@ -64,7 +65,12 @@ func main() {
 	if *smallOnly {
 		*incident = 0
 	}
-	if err := run(*server, *rows, *small, *incident, *runs, *naiveRuns, *rebuild); err != nil {
+	measure := func() error { return run(*server, *rows, *small, *incident, *runs, *naiveRuns, *rebuild) }
+	if *nullable {
+		inner := measure
+		measure = func() error { return withNullableLabels(*server, inner) }
+	}
+	if err := measure(); err != nil {
 		fmt.Fprintln(os.Stderr, "outboxbench:", err)
 		os.Exit(1)
 	}

@@ -181,8 +181,8 @@ func TestStuck(t *testing.T) {
 	if err != nil || len(all) != 3 || all[2].State != InFlight || all[2].PastDeadline {
 		t.Errorf("all rows %+v %v", all, err)
 	}
-	// A nullable label column: rows with NULL labels are read apart and
-	// merged in created_at order.
+	// A nullable label column: a NULL label value is a combination the
+	// skip-scan visits like any other, merged in created_at order.
 	db.Exec(t, `ALTER TABLE outbox ALTER COLUMN topic DROP NOT NULL;
 	  INSERT INTO outbox (event_id, created_at, event_type, topic) VALUES
 	  ('00000000-0000-0000-0000-000000000006', now() - interval '90 minutes', 'b', NULL),

@@ -141,3 +141,52 @@ func TestSeriesCapBoundsCombinations(t *testing.T) {
 	}
 	t.Logf("%d series", len(series))
 }
+
+// TestCappedCountsSeeNullLabelSets is item 2 for NULL label values: while
+// capped, a label set with a NULL value is a label set like any other
+// (the skip-scan once passed NULLs over, so these read 0 and their
+// oldest age came from whichever capped rows were read).
+func TestCappedCountsSeeNullLabelSets(t *testing.T) {
+	db, pool, _ := obSetup(t, obStatusSchema)
+	db.Exec(t, `ALTER TABLE outbox ALTER COLUMN event_type DROP NOT NULL;
+	  INSERT INTO outbox (created_at, event_type, topic) SELECT now() - interval '1 second', 'a.busy', 't' FROM generate_series(1, 60);
+	  INSERT INTO outbox (created_at, event_type, topic) SELECT now() - interval '1 second', NULL, 'u' FROM generate_series(1, 30);
+	  INSERT INTO outbox (created_at, event_type, topic, status) SELECT now() - interval '1 second', 'a.busy', 't', 'ABANDONED' FROM generate_series(1, 20);
+	  INSERT INTO outbox (created_at, event_type, topic, status, lease_until, attempts) VALUES
+	    (now() - interval '10 minutes', NULL, 't', 'CLAIMED', now() - interval '1 minute', 2),
+	    (now() - interval '20 minutes', NULL, NULL, 'PENDING', NULL, 0),
+	    (now() - interval '1 second', 'b', NULL, 'ABANDONED', NULL, 0)`)
+	o := obStatusOutbox()
+	o.MaxCount = 5
+	c := NewCollector("ob", o, pool, testutil.Quiet())
+	l := func(et, dest string, extra ...string) map[string]string {
+		m := map[string]string{"outbox": "ob", "event_type": et, "destination": dest}
+		for i := 0; i+1 < len(extra); i += 2 {
+			m[extra[i]] = extra[i+1]
+		}
+		return m
+	}
+	got := collect(t, c)
+	for _, w := range []struct {
+		name   string
+		labels map[string]string
+		lo, hi float64
+	}{
+		{"outbox_events", l("", "t", "state", "lease_expired"), 1, 1},
+		{"outbox_unknown_result_events", l("", "t"), 1, 1},
+		{"outbox_past_deadline_events", l("", "t"), 1, 1},
+		{"outbox_oldest_pending_age_seconds", l("", "t"), 600, 630},
+		{"outbox_events", l("", "", "state", "pending"), 1, 1},
+		{"outbox_events", l("", "u", "state", "pending"), 1, 30},
+		{"outbox_past_deadline_events", l("", ""), 1, 1},
+		{"outbox_oldest_pending_age_seconds", l("", ""), 1200, 1230},
+		{"outbox_events", l("b", "", "state", "dead"), 1, 1},
+		{"outbox_events", l("a.busy", "t", "state", "dead"), 1, 20},
+		{"outbox_events_capped", map[string]string{"outbox": "ob"}, 1, 1},
+	} {
+		v, ok := got[seriesKey(w.name, w.labels)]
+		if !ok || v < w.lo || v > w.hi {
+			t.Errorf("%s%v = %v (present %v) while capped, want %v to %v", w.name, w.labels, v, ok, w.lo, w.hi)
+		}
+	}
+}

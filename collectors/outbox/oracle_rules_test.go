@@ -27,7 +27,6 @@ type oRow struct {
 	id                                  int64
 	created, published, dead, lu, claim *time.Time
 	labels                              []string
-	nullLabel                           bool
 	status                              *string
 	attempts                            int
 	flag, hidden                        bool
@@ -105,7 +104,6 @@ func (o *oracle) read(t *testing.T, ctx context.Context, admin *pgxpool.Pool) []
 		for _, l := range labels {
 			if l == nil {
 				x.labels = append(x.labels, "")
-				x.nullLabel = true
 			} else {
 				x.labels = append(x.labels, *l)
 			}
@@ -245,7 +243,6 @@ type oSeries struct {
 	events                                         map[string]float64
 	oldest                                         float64
 	past, retried, unknown, unclassified, deadline float64
-	nullLabel                                      bool
 	claimed                                        float64
 }
 
@@ -292,7 +289,6 @@ func (o *oracle) sample(now time.Time, all []oRow, s *Sampler) *oSample {
 			continue
 		}
 		se := at(x.labels)
-		se.nullLabel = se.nullLabel || x.nullLabel
 		switch st {
 		case oUnclassified:
 			se.unclassified++
@@ -478,11 +474,6 @@ func (o *oracle) compare(t *testing.T, k int, got sampleMetrics, want *oSample, 
 	seen := map[string]bool{}
 	for key, f := range want.labels {
 		seen[key] = true
-		if _, ok := got[seriesKey("outbox_deadline_seconds", lab(f))]; !ok && stateCapped && want.series[key].nullLabel {
-			// While capped, rows with a NULL label are read k at a time in
-			// no order, so a combination of them may go unseen (README).
-			continue
-		}
 		o.compareSeries(errorf, got, f, want.series[key], lab, stateCapped, capped, want)
 	}
 	for gk := range got {
@@ -539,8 +530,8 @@ func (o *oracle) compareSeries(errorf func(string, ...any), got sampleMetrics, f
 			errorf("%s%v = %v (present %v), want %v", name, lab(f, extra...), v, ok, want)
 		}
 	}
-	// bounded: a lower bound while capped, never 0 where a row exists
-	// (unless a label is NULL: README, Cost).
+	// bounded: a lower bound while capped, never 0 where a row exists,
+	// NULL label values included (README, Cost).
 	bounded := func(name string, want float64, nonZero bool, extra ...string) {
 		v, ok := g(name, extra...)
 		switch {
@@ -548,7 +539,7 @@ func (o *oracle) compareSeries(errorf func(string, ...any), got sampleMetrics, f
 			errorf("%s%v missing, want <= %v", name, lab(f, extra...), want)
 		case v > want:
 			errorf("%s%v = %v, above the true %v", name, lab(f, extra...), v, want)
-		case nonZero && want > 0 && v == 0 && !w.nullLabel:
+		case nonZero && want > 0 && v == 0:
 			errorf("%s%v = 0 while capped, but %v rows exist", name, lab(f, extra...), want)
 		}
 	}
@@ -569,11 +560,7 @@ func (o *oracle) compareSeries(errorf func(string, ...any), got sampleMetrics, f
 	} else {
 		bounded("outbox_events", w.events[oDead], true, "state", oDead)
 	}
-	if !stateCapped || w.nullLabel == false {
-		exact("outbox_oldest_pending_age_seconds", w.oldest)
-	} else {
-		bounded("outbox_oldest_pending_age_seconds", w.oldest+ageTolerance, false)
-	}
+	exact("outbox_oldest_pending_age_seconds", w.oldest)
 	if !stateCapped {
 		exact("outbox_past_deadline_events", w.past)
 		exact("outbox_retried_events", w.retried)

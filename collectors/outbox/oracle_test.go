@@ -50,6 +50,10 @@ var oracleRegressionSeeds = []uint64{
 	// max_count rows were unclassified (the count read them in index
 	// order): now read per label set like dead rows.
 	2244, 2353, 2583, 3359, 3905,
+	// While capped, a label combination with a NULL value read 0 and its
+	// oldest age came from the capped reads only (the skip-scan passed
+	// NULLs over): now the skip-scan visits them.
+	17, 35, 37, 38, 80,
 }
 
 const fakeClock = `CREATE SCHEMA fakeclock;

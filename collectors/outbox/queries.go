@@ -151,8 +151,8 @@ func (s *Spec) UnknownQuery() string {
 // combinations come from the skip-scan (at most MaxOldestTuples) and k is
 // MaxCount divided among them, at least 1. So every combination that has
 // a pending row reads at least one, and its rows past their deadline
-// (the oldest ones) are exact up to k. Rows with a NULL label are read
-// apart, k of them in no particular order.
+// (the oldest ones) are exact up to k; a NULL label value is a value
+// like any other.
 func (s *Spec) PendingQuery() string {
 	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""}, 1)
 }
@@ -228,9 +228,8 @@ func (s *Spec) countByLabels(pred string) string {
 // DeadCappedQuery counts dead rows per label combination while the dead
 // count is capped: up to k rows of each combination the skip-scan of the
 // dead index finds (k is MaxCount divided among them, at least 1), so no
-// combination with a dead row reads 0; rows with a NULL label are counted
-// apart, up to k. "" without labels or dead rows. Columns: labels...,
-// rows.
+// combination with a dead row reads 0, NULL label values included. ""
+// without labels or dead rows. Columns: labels..., rows.
 func (s *Spec) DeadCappedQuery() string { return s.countCappedByLabels(s.DeadPredicate()) }
 
 // UnclassifiedCappedQuery is DeadCappedQuery for the rows in no state,
@@ -243,32 +242,17 @@ func (s *Spec) countCappedByLabels(dp string) string {
 	if dp == "" || len(s.O.Labels) == 0 {
 		return ""
 	}
-	var eq, isNull, outs, gl []string
-	for i, l := range s.O.Labels {
-		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
-		isNull = append(isNull, col(l.Column)+" IS NULL")
-		outs = append(outs, "c"+strconv.Itoa(i))
+	var gl []string
+	for i := range s.O.Labels {
 		gl = append(gl, "g.l"+strconv.Itoa(i)+"::text")
 	}
-	q := s.skipScan(dp, "") + s.shares(1) + fmt.Sprintf(`
-SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM %s t WHERE %s LIMIT (SELECT k FROM k)) z)::int8 FROM g`,
-		strings.Join(gl, ", "), s.table, s.where(append([]string{dp}, eq...)...))
-	if !s.labelsNotNull {
-		q += fmt.Sprintf(`
-UNION ALL
-SELECT %s, count(*)::int8 FROM (SELECT %s FROM %s t WHERE %s LIMIT (SELECT k FROM k)) z GROUP BY %s`,
-			strings.Join(outs, ", "), aliasList(s.labelExprs(), "c"), s.table,
-			s.where(dp, "("+strings.Join(isNull, " OR ")+")"), strings.Join(outs, ", "))
-	}
-	return q
-}
-
-func aliasList(exprs []string, prefix string) string {
-	out := make([]string, len(exprs))
-	for i, e := range exprs {
-		out[i] = e + " AS " + prefix + strconv.Itoa(i)
-	}
-	return strings.Join(out, ", ")
+	count := s.perMatch("g", func(m []string) string {
+		return fmt.Sprintf("(SELECT 1 FROM %s t WHERE %s LIMIT (SELECT k FROM k))", s.table, s.where(append([]string{dp}, m...)...))
+	})
+	return s.skipScan(dp, "") + s.shares(1) + fmt.Sprintf(`
+SELECT %s, (SELECT count(*) FROM (
+    %s
+  ) z)::int8 FROM g`, strings.Join(gl, ", "), count)
 }
 
 // MaxOldestTuples bounds the label combinations the skip-scans visit.
@@ -277,13 +261,10 @@ const MaxOldestTuples = 10000
 // OldestQuery finds the age of the oldest unpublished row per label
 // combination exactly, whatever the backlog: a recursive skip-scan that
 // takes one row per combination from an index on (labels..., created_at),
-// instead of reading every row. Without labels it is a min() that an
+// instead of reading every row; combinations with a NULL label value
+// are visited like the others. Without labels it is a min() that an
 // index on created_at answers from its first entry. It is used when the
 // state query was capped.
-//
-// Combinations with a NULL label value are not visited by the skip-scan
-// (a row comparison with NULL is not true); their age comes from the
-// capped reads only.
 //
 // Columns: labels..., oldest age seconds.
 func (s *Spec) OldestQuery() string {
@@ -302,42 +283,6 @@ func (s *Spec) OldestQuery() string {
 	return fmt.Sprintf(`%s
 SELECT %s, extract(epoch from now() - %s)::float8 FROM r LIMIT %d`,
 		s.skipScan(up, col(s.O.CreatedAt)), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
-}
-
-// skipScan is a recursive CTE r(l0, ..., [cr]) that visits each
-// combination of label values among the rows matching pred once (with
-// its first value of tail, a column expression, in cr when tail is not
-// ""): each step is one descent of an index on (labels..., tail) to the
-// first entry past the previous combination.
-// Combinations with a NULL are passed over (a row comparison with NULL
-// is not true).
-func (s *Spec) skipScan(pred, tail string) string {
-	labels := s.O.Labels
-	cols := make([]string, len(labels))
-	sel := make([]string, len(labels))
-	prev := make([]string, len(labels))
-	for i, l := range labels {
-		cols[i] = col(l.Column)
-		sel[i] = cols[i] + " AS l" + strconv.Itoa(i)
-		prev[i] = "r.l" + strconv.Itoa(i)
-	}
-	var cmp string
-	if len(labels) == 1 {
-		cmp = cols[0] + " > " + prev[0]
-	} else {
-		cmp = "(" + strings.Join(cols, ", ") + ") > (" + strings.Join(prev, ", ") + ")"
-	}
-	selList := strings.Join(sel, ", ")
-	order := strings.Join(cols, ", ")
-	if tail != "" {
-		selList += ", " + tail + " AS cr"
-		order += ", " + tail
-	}
-	return fmt.Sprintf(`WITH RECURSIVE r AS (
-  (SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[4]s LIMIT 1)
-  UNION ALL
-  SELECT n.* FROM r, LATERAL (SELECT %[1]s FROM %[2]s t WHERE %[5]s ORDER BY %[4]s LIMIT 1) n
-)`, selList, s.table, s.where(pred), order, s.where(pred, cmp))
 }
 
 // MaxUnclassifiedStatuses bounds the distinct unclassified status values
@@ -361,11 +306,11 @@ GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT %d`, col(s.O.Status), s.table, s.where(p), M
 }
 
 // perCombo is the state-shaped aggregate of, for each label combination
-// of g (a skip-scan over pred ordered by order), the first k rows of each
-// part (disjoint predicates ANDed to pred) in that order; rows with a
-// NULL label are read apart, k of each part in no order. k divides
-// MaxCount among the combinations and the reads, which number shared
-// (the parts of this query and of the queries sharing its budget).
+// of g (a skip-scan over pred ordered by order, NULL values included),
+// the first k rows of each part (disjoint predicates ANDed to pred) in
+// that order. k divides MaxCount among the combinations and the reads,
+// which number shared (the parts of this query and of the queries
+// sharing its budget).
 func (s *Spec) perCombo(pred, order string, parts []string, shared int) string {
 	sh := s.stateShape()
 	inner := strings.Join(sh.inner, ", ")
@@ -377,19 +322,12 @@ func (s *Spec) perCombo(pred, order string, parts []string, shared int) string {
 		}
 		return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
 	}
-	var eq, isNull []string
-	for i, l := range s.O.Labels {
-		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
-		isNull = append(isNull, col(l.Column)+" IS NULL")
-	}
 	for _, p := range parts {
-		reads = append(reads, fmt.Sprintf(`(SELECT x.* FROM g CROSS JOIN LATERAL
-  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT (SELECT k FROM k)) x)`,
-			inner, s.table, s.where(append([]string{pred, p}, eq...)...), order))
-		if !s.labelsNotNull {
-			reads = append(reads, fmt.Sprintf(`(SELECT %s FROM %s t WHERE %s LIMIT (SELECT k FROM k))`,
-				inner, s.table, s.where(pred, p, "("+strings.Join(isNull, " OR ")+")")))
-		}
+		one := s.perMatch("g", func(m []string) string {
+			return fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT (SELECT k FROM k))",
+				inner, s.table, s.where(append([]string{pred, p}, m...)...), order)
+		})
+		reads = append(reads, fmt.Sprintf("(SELECT x.* FROM g CROSS JOIN LATERAL (\n    %s\n  ) x)", one))
 	}
 	return s.skipScan(pred, order) + s.shares(shared) + "\n" + sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
 }

@@ -180,8 +180,8 @@ func (s *Spec) stuckColumns() []string {
 // the label columns, so the query takes the $1 oldest rows of each label
 // combination (the skip-scan, then one index range each) and keeps the
 // $1 oldest of those: its cost follows the combinations, not the
-// backlog. Rows with a NULL label are read apart, unless the catalog
-// says the label columns are NOT NULL.
+// backlog. A NULL label value is a combination like any other (the
+// skip-scan visits it).
 func (s *Spec) StuckQuery() string {
 	o := s.O
 	sel := s.stuckColumns()
@@ -197,23 +197,15 @@ func (s *Spec) StuckQuery() string {
 		outs[i] = "u.s" + strconv.Itoa(i)
 	}
 	inner := strings.Join(aliased, ", ") + ", " + col(o.CreatedAt) + " AS ord"
-	var eq, isNull []string
-	for i, l := range o.Labels {
-		eq = append(eq, col(l.Column)+" = g.l"+strconv.Itoa(i))
-		isNull = append(isNull, col(l.Column)+" IS NULL")
-	}
-	nulls := ""
-	if !s.labelsNotNull {
-		nulls = fmt.Sprintf(`
-  UNION ALL
-  (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)`,
-			inner, s.table, s.where(up, "("+strings.Join(isNull, " OR ")+")"), col(o.CreatedAt))
-	}
+	rows := s.perMatch("g", func(m []string) string {
+		return fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)",
+			inner, s.table, s.where(append([]string{up}, m...)...), col(o.CreatedAt))
+	})
 	return fmt.Sprintf(`%s
 SELECT %s FROM (
-  (SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL
-    (SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1) x)%s
+  SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL (
+    %s
+  ) x
 ) u ORDER BY u.ord LIMIT $1`,
-		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples,
-		inner, s.table, s.where(append([]string{up}, eq...)...), col(o.CreatedAt), nulls)
+		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples, rows)
 }

@@ -19,8 +19,6 @@ type Spec struct {
 	IntStatus bool
 	table     string
 	cols      map[string]Column
-	// labelsNotNull: every label column is declared NOT NULL.
-	labelsNotNull bool
 	// behind is the lookback of an outbox published by a replication
 	// slot (behind.go); 0 for any other.
 	behind time.Duration
@@ -38,10 +36,6 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 			return nil, fmt.Errorf("outbox %q: status column %q does not exist in %s", name, o.Status, o.Table)
 		}
 		s.IntStatus = c.IsInteger()
-	}
-	s.labelsNotNull = true
-	for _, l := range o.Labels {
-		s.labelsNotNull = s.labelsNotNull && cols[l.Column].NotNull
 	}
 	r, err := NewRules(o, s.IntStatus)
 	if err != nil {
