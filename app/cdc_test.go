@@ -19,7 +19,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster/pgclustertest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -194,7 +194,7 @@ type behindApp struct {
 
 func startBehindApp(ctx context.Context, t *testing.T) *behindApp {
 	t.Helper()
-	c := pgtest.StartCluster(t, "a wal_level=logical cluster with track_commit_timestamp = on", func(ctx context.Context) (*cdctest.Cluster, error) {
+	c := pgclustertest.Start(t, "a wal_level=logical cluster with track_commit_timestamp = on", func(ctx context.Context) (*cdctest.Cluster, error) {
 		return cdctest.Start(ctx, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on"}})
 	})
 	admin := c.Admin

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc/cdctest"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster/pgclustertest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -28,7 +28,7 @@ type server struct {
 
 func startServer(t *testing.T, o cdctest.Options) *server {
 	t.Helper()
-	c := pgtest.StartCluster(t, "a wal_level=logical cluster", func(ctx context.Context) (*cdctest.Cluster, error) {
+	c := pgclustertest.Start(t, "a wal_level=logical cluster", func(ctx context.Context) (*cdctest.Cluster, error) {
 		return cdctest.Start(ctx, o)
 	})
 	return &server{cluster: c.Cluster, admin: c.Admin, ro: c.ReadOnly(t, "postgres", 5*time.Second)}

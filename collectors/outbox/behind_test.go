@@ -18,7 +18,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster"
-	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgcluster/pgclustertest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -44,7 +44,7 @@ type commitTS struct {
 
 func startCommitTS(t *testing.T) *commitTS {
 	t.Helper()
-	c := pgtest.StartCluster(t, "a cluster with track_commit_timestamp = on", func(ctx context.Context) (*pgcluster.Cluster, error) {
+	c := pgclustertest.Start(t, "a cluster with track_commit_timestamp = on", func(ctx context.Context) (*pgcluster.Cluster, error) {
 		return pgcluster.Start(ctx, pgcluster.Options{Prefix: "outbox-committs-pg-",
 			Settings: map[string]string{"track_commit_timestamp": "on"}})
 	})

@@ -1,4 +1,8 @@
-package pgtest
+// Package pgclustertest starts throwaway PostgreSQL clusters for tests
+// that need settings the shared test server does not have, with the pools
+// such tests use. It is apart from internal/pgtest because it opens the
+// exporter's fenced pools (internal/pg), whose own tests use pgtest.
+package pgclustertest
 
 import (
 	"context"
@@ -20,10 +24,10 @@ type Cluster struct {
 	Admin *pgxpool.Pool
 }
 
-// StartCluster starts a cluster with start (pgcluster.Start, or a wrapper
+// Start starts a cluster with start (pgcluster.Start, or a wrapper
 // that adds settings) and opens its superuser pool, failing the test with
 // what (e.g. "a wal_level=logical cluster") when it cannot.
-func StartCluster(t testing.TB, what string, start func(context.Context) (*pgcluster.Cluster, error)) *Cluster {
+func Start(t testing.TB, what string, start func(context.Context) (*pgcluster.Cluster, error)) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
