@@ -164,15 +164,7 @@ func TestDatabaseRestartCycles(t *testing.T) {
 func TestScrapeStormUnderLock(t *testing.T) {
 	db, h, server := lockedStart(t)
 	ctx := context.Background()
-	locker, err := pgx.Connect(ctx, db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := db.Begin(t)
 	if _, err := tx.Exec(ctx, "LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}

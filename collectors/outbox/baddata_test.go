@@ -29,19 +29,9 @@ import (
 // Bad data in a monitored outbox: each test states the behaviour it
 // proves, which the README documents.
 
-// bdSchema lets created_at be NULL, as some real outboxes do.
-const bdSchema = `
-CREATE TABLE outbox (
-  id bigserial PRIMARY KEY,
-  created_at timestamptz DEFAULT now(),
-  event_type text NOT NULL,
-  topic text,
-  status text NOT NULL DEFAULT 'PENDING',
-  published_at timestamptz,
-  lease_until timestamptz,
-  attempts int NOT NULL DEFAULT 0,
-  last_error text
-);`
+// bdSchema is obStatusSchema but lets created_at be NULL, as some real
+// outboxes do.
+var bdSchema = strings.Replace(obStatusSchema, "created_at timestamptz NOT NULL DEFAULT now()", "created_at timestamptz DEFAULT now()", 1)
 
 // bdScrapeAll runs every metric through an Exporter, as a scrape does,
 // and returns them with the success of outbox messages.
@@ -402,4 +392,10 @@ func (other) Describe(ch chan<- *prometheus.Desc) { ch <- otherDesc }
 func (other) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	ch <- prometheus.MustNewConstMetric(otherDesc, prometheus.GaugeValue, 1, "other")
 	return nil
+}
+
+func TestBadDataSchemaAllowsNullCreatedAt(t *testing.T) {
+	if bdSchema == obStatusSchema || !strings.Contains(bdSchema, "created_at timestamptz DEFAULT now()") {
+		t.Fatalf("bdSchema did not drop NOT NULL from created_at:\n%s", bdSchema)
+	}
 }

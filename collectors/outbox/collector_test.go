@@ -323,19 +323,10 @@ outbox_published_events_total{kind="b",outbox="ev"} 0
 	// A late commit: published_at is stamped before the next scrape, the
 	// transaction commits after it.
 	ctx := context.Background()
-	late, err := pgx.Connect(ctx, db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Close(ctx)
-	tx, err := late.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := db.Begin(t)
 	if _, err := tx.Exec(ctx, `UPDATE ev SET published_at = clock_timestamp() - interval '2 seconds' WHERE kind = 'b' AND lease_until IS NOT NULL`); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
 	ms = obScrape(t, c)
 	if v := obValue(t, ms, "outbox_published_events_total", map[string]string{"kind": "b"}); v != 0 {
 		t.Errorf("published b before the commit = %v, want 0", v)
@@ -563,15 +554,7 @@ func TestOutboxLockedTableBoundedByDeadline(t *testing.T) {
 	c := NewCollector("m", obStatusOutbox(), pool, testutil.Quiet())
 	e := collectors.NewExporter(testutil.Quiet(), c)
 	ctx := context.Background()
-	locker, err := pgx.Connect(ctx, db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := db.Begin(t)
 	if _, err := tx.Exec(ctx, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}

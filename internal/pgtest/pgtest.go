@@ -86,3 +86,21 @@ func (db *DB) Exec(t testing.TB, sql string, args ...any) {
 		t.Fatalf("pgtest: exec %q: %v", sql, err)
 	}
 }
+
+// Begin opens a session of its own on the database (as an application or
+// a relay would hold one) and begins a transaction in it; the test's
+// cleanup ends both. Tests hold locks or uncommitted writes in it.
+func (db *DB) Begin(t testing.TB) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
