@@ -25,6 +25,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // kafkaBase is the timestamp of offset 0 in the seeded partitions; record
@@ -597,13 +598,13 @@ func TestKafkaClusterDownAndBack(t *testing.T) {
 	}
 
 	kc.Close()
-	start := time.Now()
-	got, err := scrape(t, c, 2*time.Second)
+	var (
+		got map[string]float64
+		err error
+	)
+	testutil.Bounded(t, "Update against a closed cluster", 2*time.Second, func() { got, err = scrape(t, c, 2*time.Second) })
 	if err == nil {
 		t.Fatal("a closed cluster must fail the collection")
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("Update took %v past its 2s deadline", took)
 	}
 	if len(got) != 0 {
 		t.Fatalf("a failed cluster sends nothing; got %v", keys(got))
@@ -691,11 +692,7 @@ func TestKafkaHungBrokerAndPartialFetch(t *testing.T) {
 	// Now the broker swallows fetches and never answers.
 	hang.Store(true)
 	commit(t, adm, "search-index", "events", map[int32]int64{0: 2, 1: 3, 2: 4, 3: 5}) // every commit moved: must read
-	start := time.Now()
-	_, err = scrape(t, c, 1500*time.Millisecond)
-	if took := time.Since(start); took > 2500*time.Millisecond {
-		t.Fatalf("Update took %v past its 1.5s deadline", took)
-	}
+	testutil.Bounded(t, "Update against a hung broker", 1500*time.Millisecond, func() { _, err = scrape(t, c, 1500*time.Millisecond) })
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Logf("Update under a hung broker: %v", err)
 	}
