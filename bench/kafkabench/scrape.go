@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -54,16 +53,16 @@ func startBroker(kind string, brokers int) (addrs []string, version string, stop
 	return nil, "", nil, fmt.Errorf("-broker %q: want kfake or kafka", kind)
 }
 
-func runScrape(kind string, sizes []int, partitions, topics, records, batch, brokers, reps int) {
+func runScrape(o options) {
 	var rows []scrapeRow
 	var version string
-	for _, n := range sizes {
-		addrs, v, stop, err := startBroker(kind, brokers)
+	for _, n := range o.sizes {
+		addrs, v, stop, err := startBroker(o.broker, o.brokers)
 		if err != nil {
 			fail(err)
 		}
 		version = v
-		r, err := scrapeOne(addrs, n, partitions, topics, records, batch, reps)
+		r, err := scrapeOne(addrs, n, o)
 		stop()
 		if err != nil {
 			fail(err)
@@ -71,7 +70,7 @@ func runScrape(kind string, sizes []int, partitions, topics, records, batch, bro
 		rows = append(rows, r)
 	}
 	fmt.Printf("\n%s; %d topics x %d partitions, %d records of 100 bytes per partition, every group lagging on every partition; whole HTTP /metrics scrape of the running exporter vs one bare kadm.Lag, same process, alternating; medians of %d runs (steady: 3 per run); Go %s, GOMAXPROCS %d\n\n",
-		version, topics, partitions, records, reps, runtime.Version(), runtime.GOMAXPROCS(0))
+		version, o.topics, o.partitions, o.records, o.reps, runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Println("| groups | kadm.Lag cold | scrape cold | ratio | CPU ratio | kadm.Lag warm | scrape steady | ratio | CPU ratio | series | heap per group | heap in use |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -93,13 +92,13 @@ func runScrape(kind string, sizes []int, partitions, topics, records, batch, bro
 	}
 }
 
-func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps int) (scrapeRow, error) {
+func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	r := scrapeRow{groups: groups}
 	k := &config.Kafka{Brokers: addrs, Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	names, err := seed(ctx, k, groups, partitions, topics, records, batch)
+	names, err := seed(ctx, k, groups, o.partitions, o.topics, o.records, o.batch)
 	if err != nil {
 		return r, err
 	}
@@ -120,23 +119,16 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 	if _, _, err := scrapeHTTP(hc, url); err != nil {
 		return r, err
 	}
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return r, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return r, err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
 	// Samples: kadm.Lag cold, scrape cold, kadm.Lag warm, scrape steady;
 	// wall and CPU.
 	var wall, cpu [4][]time.Duration
-	for i := 0; i < reps; i++ {
+	for i := 0; i < o.reps; i++ {
 		if err := measureOnce(ctx, k, names, srv, hc, url, &wall, &cpu, &r.series); err != nil {
 			return r, err
 		}
+	}
+	if err := profileSteady(hc, url, o.profileScrapes); err != nil {
+		return r, err
 	}
 	if r.series < 4*groups {
 		return r, fmt.Errorf("scrape exported %d outbox_consumer series for %d groups", r.series, groups)
@@ -153,6 +145,25 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 		r.cpu[i] = median(cpu[i])
 	}
 	return r, nil
+}
+
+// profileSteady takes n more steady scrapes under the CPU profile, so
+// that it shows the scrape alone (-cpuprofile; nothing without it).
+func profileSteady(hc *http.Client, url string, n int) error {
+	if profile == "" {
+		return nil
+	}
+	stop, err := startProfile()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for i := 0; i < n; i++ {
+		if _, _, err := scrapeHTTP(hc, url); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // measureOnce takes one cold pair (a new kadm client; a scrape after a
