@@ -77,8 +77,9 @@ type Collector struct {
 
 	// sem lets one Update run at a time: a late Update still running
 	// after its scrape timed out holds the probe cache.
-	sem   chan struct{}
-	cache *probeCache
+	sem    chan struct{}
+	cache  *probeCache
+	series *seriesCache
 	// known is the groups selected by the last collection, by type: when
 	// listing fails on some brokers, their groups are still looked up.
 	known map[string]string
@@ -96,6 +97,7 @@ func NewCollector(cluster string, k *config.Kafka, logger *slog.Logger) (*Collec
 		now:     time.Now,
 		sem:     make(chan struct{}, 1),
 		cache:   newProbeCache(),
+		series:  newSeriesCache(),
 		known:   map[string]string{},
 		warned:  map[string]bool{},
 	}
@@ -178,6 +180,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	if len(selected) == 0 {
 		c.known = map[string]string{}
 		c.cache.reset()
+		c.series = newSeriesCache()
 		return nil
 	}
 	if len(c.cache.probes) == 0 {
@@ -198,7 +201,9 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		c.cache.fill(p, probes, ok)
 	}
+	c.series.begin()
 	c.emit(ch, states, p, c.now(), &partial)
+	c.series.end()
 	c.cache.sweep()
 	c.known = map[string]string{}
 	for _, g := range states {
@@ -220,10 +225,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 		if g.gone {
 			continue
 		}
-		send(ch, partial, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
+		c.series.send(ch, partial, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
 		if g.membersOK {
-			send(ch, partial, kafkaMembersDesc, float64(g.members), c.cluster, g.name)
-			send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
+			c.series.send(ch, partial, kafkaMembersDesc, float64(g.members), c.cluster, g.name)
+			c.series.send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
 		}
 	}
 	decided := make([]Partition, 0, 64)
@@ -236,11 +241,11 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 		}
 		g, t := tp.group.name, tp.topic
 		if sum.MessagesOK {
-			send(ch, partial, kafkaLagMessagesDesc, float64(sum.Messages), c.cluster, g, t)
-			send(ch, partial, kafkaLostDesc, float64(lost), c.cluster, g, t)
+			c.series.send(ch, partial, kafkaLagMessagesDesc, float64(sum.Messages), c.cluster, g, t)
+			c.series.send(ch, partial, kafkaLostDesc, float64(lost), c.cluster, g, t)
 		}
 		if sum.SecondsOK {
-			send(ch, partial, kafkaLagSecondsDesc, sum.Seconds, c.cluster, g, t)
+			c.series.send(ch, partial, kafkaLagSecondsDesc, sum.Seconds, c.cluster, g, t)
 		}
 		if sum.Partial {
 			*partial = append(*partial, fmt.Errorf("lag of group %s on %s is a lower bound: %d of %d partitions unknown", g, t, sum.Unknown, len(decided)))
@@ -254,10 +259,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 			}
 			part := strconv.Itoa(j)
 			if d.MessagesOK {
-				send(ch, partial, kafkaPartLagMessagesDesc, float64(d.Messages), c.cluster, g, t, part)
+				c.series.send(ch, partial, kafkaPartLagMessagesDesc, float64(d.Messages), c.cluster, g, t, part)
 			}
 			if d.SecondsOK {
-				send(ch, partial, kafkaPartLagSecondsDesc, d.Seconds, c.cluster, g, t, part)
+				c.series.send(ch, partial, kafkaPartLagSecondsDesc, d.Seconds, c.cluster, g, t, part)
 			}
 		}
 	}
@@ -282,16 +287,4 @@ func decideTopic(tp *topicPlan, now time.Time, buf []Partition) []Partition {
 		}
 	}
 	return buf
-}
-
-// send sends one gauge. A group name that is not valid UTF-8 cannot be a
-// label value: that series is left out and reported, instead of the
-// panic of MustNewConstMetric taking the exporter down.
-func send(ch chan<- prometheus.Metric, partial *[]error, desc *prometheus.Desc, v float64, labels ...string) {
-	m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	if err != nil {
-		*partial = append(*partial, fmt.Errorf("series %q: %w", labels, err))
-		return
-	}
-	ch <- m
 }

@@ -202,7 +202,7 @@ func newTopicOffsets(t string, n int, v view, partial *[]error) *topicOffsets {
 // offsets fills pp's offsets from the topic's listed offsets and the
 // group's commits on it. It returns false when they are not known (the
 // error is in partial) or the partition does not count.
-func offsets(pp *partPlan, group, t string, to *topicOffsets, commits map[int32]kadm.OffsetResponse, rule Uncommitted, partial *[]error) bool {
+func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committed, rule Uncommitted, partial *[]error) bool {
 	end := to.ends[pp.part]
 	if end < 0 {
 		return false
@@ -211,12 +211,13 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits map[int32]
 	if st := to.starts[pp.part]; st >= 0 {
 		o.Start, o.StartKnown = st, true
 	}
-	if cr, ok := commits[pp.part]; ok {
-		if cr.Err != nil {
-			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", group, t, pp.part, cr.Err))
+	if int(pp.part) < len(commits) && commits[pp.part].ok {
+		cr := commits[pp.part]
+		if cr.err != nil {
+			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", group, t, pp.part, cr.err))
 			return false
 		}
-		o.Commit = max(cr.At, NoCommit)
+		o.Commit = max(cr.at, NoCommit)
 	}
 	if !o.Committed() && rule == IgnoreUncommitted {
 		pp.o, pp.ok, pp.ignored = o, true, true
