@@ -108,22 +108,24 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	srv, url, stop, err := startExporter(ctx, addrs)
+	ex, err := startExporter(ctx, addrs)
 	if err != nil {
 		return r, err
 	}
-	defer stop()
+	defer ex.stop()
 	hc := &http.Client{Timeout: 2 * time.Minute}
+	url := ex.url
 	// The server's first background collection; then every measured cold
-	// scrape follows a Reload (a new App: new clients, empty caches).
-	if _, _, err := scrapeHTTP(hc, url); err != nil {
+	// scrape follows a reload to a changed cluster configuration (a new
+	// collector: new clients, empty caches).
+	if _, _, err := scrapeHTTP(hc, url, ""); err != nil {
 		return r, err
 	}
 	// Samples: kadm.Lag cold, scrape cold, kadm.Lag warm, scrape steady;
 	// wall and CPU.
 	var wall, cpu [4][]time.Duration
 	for i := 0; i < o.reps; i++ {
-		if err := measureOnce(ctx, k, names, srv, hc, url, &wall, &cpu, &r.series); err != nil {
+		if err := measureOnce(ctx, k, names, ex, hc, &wall, &cpu, &r.series); err != nil {
 			return r, err
 		}
 	}
@@ -159,7 +161,7 @@ func profileSteady(hc *http.Client, url string, n int) error {
 	}
 	defer stop()
 	for i := 0; i < n; i++ {
-		if _, _, err := scrapeHTTP(hc, url); err != nil {
+		if _, _, err := scrapeHTTP(hc, url, ""); err != nil {
 			return err
 		}
 	}
@@ -168,7 +170,7 @@ func profileSteady(hc *http.Client, url string, n int) error {
 
 // measureOnce takes one cold pair (a new kadm client; a scrape after a
 // reload) and three steady pairs, alternating.
-func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.Server, hc *http.Client, url string, wall, cpu *[4][]time.Duration, series *int) error {
+func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *exporter, hc *http.Client, wall, cpu *[4][]time.Duration, series *int) error {
 	cl, err := kafkaclient.New(k)
 	if err != nil {
 		return err
@@ -180,9 +182,9 @@ func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.
 		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
 		return err
 	}
-	scrape := func(i int) error {
+	scrape := func(i int, want string) error {
 		c0 := cpuTime()
-		d, n, err := scrapeHTTP(hc, url)
+		d, n, err := scrapeHTTP(hc, ex.url, want)
 		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], cpuTime()-c0)
 		*series = n
 		return err
@@ -190,51 +192,83 @@ func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.
 	if err := lag(0); err != nil {
 		return err
 	}
-	if err := srv.Reload(); err != nil {
+	want, err := ex.reload(names[0])
+	if err != nil {
 		return err
 	}
-	if err := scrape(1); err != nil {
+	if err := scrape(1, want); err != nil {
 		return err
 	}
 	for j := 0; j < 3; j++ {
 		if err := lag(2); err != nil {
 			return err
 		}
-		if err := scrape(3); err != nil {
+		if err := scrape(3, ""); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// startExporter runs the exporter on a configuration holding only the
-// Kafka cluster, behind a loopback HTTP server.
-func startExporter(ctx context.Context, addrs []string) (*web.Server, string, func(), error) {
+// exporter is the running exporter behind a loopback HTTP server, on a
+// configuration holding only the Kafka cluster.
+type exporter struct {
+	srv      *web.Server
+	url      string
+	cfgFile  string
+	addrs    []string
+	deadline int // minutes
+	stop     func()
+}
+
+func (e *exporter) writeConfig() error {
+	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: %dm\n", strings.Join(e.addrs, ", "), e.deadline)
+	return os.WriteFile(e.cfgFile, []byte(cfg), 0o600)
+}
+
+// reload makes the next scrape cold: a reload keeps a cluster's collector
+// (and its caches) when its configuration did not change, so the
+// deadline moves on by a minute each time. It returns the line the next
+// scrape must show: group's new deadline, proof that the collector is new.
+func (e *exporter) reload(group string) (string, error) {
+	e.deadline++
+	if err := e.writeConfig(); err != nil {
+		return "", err
+	}
+	if err := e.srv.Reload(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("outbox_consumer_deadline_seconds{cluster=\"bench\",group=%q} %d\n", group, e.deadline*60), nil
+}
+
+func startExporter(ctx context.Context, addrs []string) (*exporter, error) {
 	dir, err := os.MkdirTemp("", "kafkabench-")
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
-	cfgFile := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: 10m\n", strings.Join(addrs, ", "))
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+	e := &exporter{cfgFile: filepath.Join(dir, "config.yaml"), addrs: addrs, deadline: 10}
+	if err := e.writeConfig(); err != nil {
 		os.RemoveAll(dir)
-		return nil, "", nil, err
+		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	srv, err := web.New(sctx, web.Options{ConfigFile: cfgFile, ScrapeTimeout: 60 * time.Second,
+	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: 60 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		cancel()
 		os.RemoveAll(dir)
-		return nil, "", nil, fmt.Errorf("start exporter: %w", err)
+		return nil, fmt.Errorf("start exporter: %w", err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	return srv, hs.URL, func() { hs.Close(); srv.Close(); cancel(); os.RemoveAll(dir) }, nil
+	hs := httptest.NewServer(e.srv.Handler())
+	e.url = hs.URL
+	e.stop = func() { hs.Close(); e.srv.Close(); cancel(); os.RemoveAll(dir) }
+	return e, nil
 }
 
 // scrapeHTTP GETs /metrics, reads the whole body, and counts the
-// consumer series; a scrape whose Kafka collector failed is an error.
-func scrapeHTTP(hc *http.Client, base string) (time.Duration, int, error) {
+// consumer series; a scrape whose Kafka collector failed, or that lacks
+// want (when given), is an error.
+func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) {
 	start := time.Now()
 	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
@@ -249,6 +283,9 @@ func scrapeHTTP(hc *http.Client, base string) (time.Duration, int, error) {
 	s := string(body)
 	if !strings.Contains(s, `outbox_exporter_collector_success{collector="kafka",target="bench"} 1`) {
 		return d, 0, fmt.Errorf("scrape: the kafka collector did not succeed")
+	}
+	if want != "" && !strings.Contains(s, want) {
+		return d, 0, fmt.Errorf("scrape: no line %q: the reload did not take", want)
 	}
 	return d, strings.Count(s, "\noutbox_consumer_"), nil
 }

@@ -83,7 +83,7 @@ func (c *seriesCache) send(ch chan<- prometheus.Metric, partial *[]error, desc *
 	if s == nil {
 		for _, lv := range values {
 			if !utf8.ValidString(lv) {
-				*partial = append(*partial, fmt.Errorf("series %q: label value %q is not valid UTF-8", values, lv))
+				*partial = append(*partial, invalidLabel(values, lv))
 				return
 			}
 		}
@@ -101,4 +101,10 @@ func (c *seriesCache) send(ch chan<- prometheus.Metric, partial *[]error, desc *
 		s.last = g
 	}
 	ch <- s.last
+}
+
+// invalidLabel reports a label value that is not UTF-8. It copies values
+// so that send's variadic slice stays on the stack.
+func invalidLabel(values []string, bad string) error {
+	return fmt.Errorf("series %q: label value %q is not valid UTF-8", append([]string(nil), values...), bad)
 }
