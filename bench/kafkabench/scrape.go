@@ -183,9 +183,8 @@ func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *expor
 		return err
 	}
 	scrape := func(i int, want string) error {
-		c0 := cpuTime()
 		d, n, err := scrapeHTTP(hc, ex.url, want)
-		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], cpuTime()-c0)
+		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
 		*series = n
 		return err
 	}
@@ -267,8 +266,10 @@ func startExporter(ctx context.Context, addrs []string) (*exporter, error) {
 
 // scrapeHTTP GETs /metrics, reads the whole body, and counts the
 // consumer series; a scrape whose Kafka collector failed, or that lacks
-// want (when given), is an error.
+// want (when given), is an error. Its time and lastCPU end when the body
+// is read, before the checks, as timeLag's end when kadm.Lag returns.
 func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) {
+	c0 := cpuTime()
 	start := time.Now()
 	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
@@ -277,6 +278,7 @@ func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) 
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
+	lastCPU = cpuTime() - c0
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return d, 0, fmt.Errorf("scrape: status %d: %v", resp.StatusCode, err)
 	}
