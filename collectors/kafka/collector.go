@@ -225,9 +225,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 		if g.gone {
 			continue
 		}
-		c.series.send(ch, partial, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
+		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, g.name)
+		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds())
 		if g.membersOK {
-			c.series.send(ch, partial, kafkaMembersDesc, float64(g.members), c.cluster, g.name)
+			ls.send(ch, 1, kafkaMembersDesc, float64(g.members))
 			c.series.send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
 		}
 	}
@@ -240,12 +241,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 			lost += Lost(tp.parts[j].o)
 		}
 		g, t := tp.group.name, tp.topic
-		if sum.MessagesOK {
-			c.series.send(ch, partial, kafkaLagMessagesDesc, float64(sum.Messages), c.cluster, g, t)
-			c.series.send(ch, partial, kafkaLostDesc, float64(lost), c.cluster, g, t)
-		}
-		if sum.SecondsOK {
-			c.series.send(ch, partial, kafkaLagSecondsDesc, sum.Seconds, c.cluster, g, t)
+		if sum.MessagesOK || sum.SecondsOK {
+			ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
+			if sum.MessagesOK {
+				ls.send(ch, 0, kafkaLagMessagesDesc, float64(sum.Messages))
+				ls.send(ch, 1, kafkaLostDesc, float64(lost))
+			}
+			if sum.SecondsOK {
+				ls.send(ch, 2, kafkaLagSecondsDesc, sum.Seconds)
+			}
 		}
 		if sum.Partial {
 			*partial = append(*partial, fmt.Errorf("lag of group %s on %s is a lower bound: %d of %d partitions unknown", g, t, sum.Unknown, len(decided)))
@@ -257,12 +261,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 			if tp.parts[j].ignored {
 				continue
 			}
-			part := strconv.Itoa(j)
+			if !d.MessagesOK && !d.SecondsOK {
+				continue
+			}
+			ls := c.series.labels(partial, kafkaPartLagMessagesDesc, c.cluster, g, t, strconv.Itoa(j))
 			if d.MessagesOK {
-				c.series.send(ch, partial, kafkaPartLagMessagesDesc, float64(d.Messages), c.cluster, g, t, part)
+				ls.send(ch, 0, kafkaPartLagMessagesDesc, float64(d.Messages))
 			}
 			if d.SecondsOK {
-				c.series.send(ch, partial, kafkaPartLagSecondsDesc, d.Seconds, c.cluster, g, t, part)
+				ls.send(ch, 1, kafkaPartLagSecondsDesc, d.Seconds)
 			}
 		}
 	}

@@ -128,3 +128,32 @@ func TestSeriesCacheRejectsInvalidUTF8(t *testing.T) {
 		t.Fatal("client_golang accepts the value: the rule differs")
 	}
 }
+
+// TestLabelSetSharedBySlots: the metrics sharing one label set (lag
+// messages, lost, lag seconds of a group and topic) write what their own
+// const metrics write, each with its own value, as values move.
+func TestLabelSetSharedBySlots(t *testing.T) {
+	c := newSeriesCache()
+	descs := []*prometheus.Desc{kafkaLagMessagesDesc, kafkaLostDesc, kafkaLagSecondsDesc}
+	for round := 0; round < 4; round++ {
+		c.begin()
+		ls := c.labels(nil, kafkaLagMessagesDesc, "c", "g", "t")
+		ch := make(chan prometheus.Metric, len(descs))
+		for slot, d := range descs {
+			ls.send(ch, slot, d, float64(slot*10+round/2))
+		}
+		close(ch)
+		slot := 0
+		for m := range ch {
+			want := prometheus.MustNewConstMetric(descs[slot], prometheus.GaugeValue, float64(slot*10+round/2), "c", "g", "t")
+			if m.Desc() != descs[slot] || !proto.Equal(written(t, m), written(t, want)) {
+				t.Fatalf("round %d slot %d: %v %v, want %v %v", round, slot, m.Desc(), written(t, m), want.Desc(), written(t, want))
+			}
+			slot++
+		}
+		c.end()
+	}
+	if len(c.entries) != 1 {
+		t.Fatalf("%d label sets for one group and topic", len(c.entries))
+	}
+}
