@@ -51,6 +51,16 @@ type probeCache struct {
 	// before the map, since in the steady state it is the same entry.
 	// A lookup per partition was a tenth of a steady scrape's CPU.
 	last map[groupTopic][]partPlan
+	// used is how many entries this collection used (marked with gen).
+	used int
+}
+
+// use marks cp used by this collection.
+func (c *probeCache) use(cp *cachedProbe) {
+	if cp.gen != c.gen {
+		cp.gen = c.gen
+		c.used++
+	}
 }
 
 // groupTopic names one (group, topic) of a plan.
@@ -134,7 +144,7 @@ func groupTopics(states []*groupState, filter func(string) bool) (map[string][]s
 // plan works out every (group, topic) partition's offsets and the probes
 // to read. Errors of single partitions or topics go to partial.
 func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v view, rule Uncommitted, partial *[]error) *lagPlan {
-	c.gen++
+	c.gen, c.used = c.gen+1, 0
 	p := &lagPlan{topics: make([]topicPlan, 0, len(states)), cold: len(c.probes) == 0}
 	wantIdx := map[probeKey]int{}
 	if p.cold {
@@ -266,7 +276,7 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 	}
 	switch {
 	case cp != nil && cp.probe.Usable(pp.o.End):
-		cp.gen = c.gen
+		c.use(cp)
 		pp.probe = cp
 		return
 	case cp != nil:
@@ -315,13 +325,19 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 			cp.key = m.key
 			c.probes[m.key] = cp
 		}
-		cp.probe, cp.gen = pr, c.gen
+		cp.probe = pr
+		c.use(cp)
 		m.pp.probe = cp
 	}
 }
 
 // sweep keeps only what this collection used: moved commits' entries go.
 func (c *probeCache) sweep() {
+	if c.used == len(c.probes) {
+		// Every entry was used (the steady state): nothing to drop,
+		// and no walk over every entry.
+		return
+	}
 	for k, cp := range c.probes {
 		if cp.gen != c.gen {
 			cp.dropped = true

@@ -73,6 +73,9 @@ func planHintsAsFresh(t *testing.T, seed uint64) {
 			t.Fatalf("round %d: %d cached, fresh %d", round, len(hinted.probes), len(fresh.probes))
 		}
 		for k, cp := range hinted.probes {
+			if cp.gen != hinted.gen {
+				t.Fatalf("round %d: entry %v not used by this collection is still cached", round, k)
+			}
 			if cp.dropped || cp.key != k {
 				t.Fatalf("round %d: entry under %v is marked %v/%v", round, k, cp.key, cp.dropped)
 			}
