@@ -173,15 +173,16 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 				}
 				continue
 			}
-			n := int32(0)
-			for part := range td.Partitions {
-				n = max(n, part+1)
-			}
 			to := byTopic[t]
 			if to == nil {
-				to = newTopicOffsets(t, int(n), v, partial)
+				n := 0
+				for part := range td.Partitions {
+					n = max(n, int(part)+1)
+				}
+				to = newTopicOffsets(t, n, v, partial)
 				byTopic[t] = to
 			}
+			n := int32(len(to.ends))
 			gt := groupTopic{g.name, t}
 			parts := last[gt]
 			if _, dup := next[gt]; dup || len(parts) != int(n) {
