@@ -49,7 +49,8 @@ type probeCache struct {
 	// last is the last plan's partitions by (group, topic): their
 	// slices are reused, and the probe each partition had is tried
 	// before the map, since in the steady state it is the same entry.
-	// A lookup per partition was a tenth of a steady scrape's CPU.
+	// A lookup and a new partPlan per partition were about 10% of a
+	// steady scrape's CPU at 1000 groups.
 	last map[groupTopic][]partPlan
 	// used is how many entries this collection used (marked with gen).
 	used int

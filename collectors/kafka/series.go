@@ -28,8 +28,8 @@ type labelSet struct {
 // scrape where a series' value did not move sends the same gauge again
 // and one where it moved allocates one gauge: building a const metric
 // (label pairs, a name and value pointer per label, the dto) for each of
-// 6 series per group on every scrape was a tenth of a steady scrape's
-// CPU. The series of one label set are found with one lookup. Entries
+// 6 series per group on every scrape was 8% of a steady scrape's CPU
+// at 1000 groups. The series of one label set are found with one lookup. Entries
 // not used by a collection go at its end. Only Update uses it (under the
 // collector's semaphore); a gauge, once sent, never changes, since an
 // earlier scrape may still be encoding it.
