@@ -227,10 +227,11 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g := recordingGatherer{g: reg, rec: s.rec, now: time.Now}
-	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError,
-	}).ServeHTTP(w, r)
+	serveCompressed(promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:           slog.NewLogLogger(s.log.Handler(), slog.LevelError),
+		ErrorHandling:      promhttp.ContinueOnError,
+		DisableCompression: true, // gzip.go
+	}), w, r)
 }
 
 // gather runs one collection outside a scrape and records it.

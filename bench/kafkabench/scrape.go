@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -54,16 +53,16 @@ func startBroker(kind string, brokers int) (addrs []string, version string, stop
 	return nil, "", nil, fmt.Errorf("-broker %q: want kfake or kafka", kind)
 }
 
-func runScrape(kind string, sizes []int, partitions, topics, records, batch, brokers, reps int) {
+func runScrape(o options) {
 	var rows []scrapeRow
 	var version string
-	for _, n := range sizes {
-		addrs, v, stop, err := startBroker(kind, brokers)
+	for _, n := range o.sizes {
+		addrs, v, stop, err := startBroker(o.broker, o.brokers)
 		if err != nil {
 			fail(err)
 		}
 		version = v
-		r, err := scrapeOne(addrs, n, partitions, topics, records, batch, reps)
+		r, err := scrapeOne(addrs, n, o)
 		stop()
 		if err != nil {
 			fail(err)
@@ -71,7 +70,7 @@ func runScrape(kind string, sizes []int, partitions, topics, records, batch, bro
 		rows = append(rows, r)
 	}
 	fmt.Printf("\n%s; %d topics x %d partitions, %d records of 100 bytes per partition, every group lagging on every partition; whole HTTP /metrics scrape of the running exporter vs one bare kadm.Lag, same process, alternating; medians of %d runs (steady: 3 per run); Go %s, GOMAXPROCS %d\n\n",
-		version, topics, partitions, records, reps, runtime.Version(), runtime.GOMAXPROCS(0))
+		version, o.topics, o.partitions, o.records, o.reps, runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Println("| groups | kadm.Lag cold | scrape cold | ratio | CPU ratio | kadm.Lag warm | scrape steady | ratio | CPU ratio | series | heap per group | heap in use |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -93,13 +92,13 @@ func runScrape(kind string, sizes []int, partitions, topics, records, batch, bro
 	}
 }
 
-func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps int) (scrapeRow, error) {
+func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	r := scrapeRow{groups: groups}
 	k := &config.Kafka{Brokers: addrs, Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	names, err := seed(ctx, k, groups, partitions, topics, records, batch)
+	names, err := seed(ctx, k, groups, o.partitions, o.topics, o.records, o.batch)
 	if err != nil {
 		return r, err
 	}
@@ -109,34 +108,29 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	srv, url, stop, err := startExporter(ctx, addrs)
+	ex, err := startExporter(ctx, addrs)
 	if err != nil {
 		return r, err
 	}
-	defer stop()
+	defer ex.stop()
 	hc := &http.Client{Timeout: 2 * time.Minute}
+	url := ex.url
 	// The server's first background collection; then every measured cold
-	// scrape follows a Reload (a new App: new clients, empty caches).
-	if _, _, err := scrapeHTTP(hc, url); err != nil {
+	// scrape follows a reload to a changed cluster configuration (a new
+	// collector: new clients, empty caches).
+	if _, _, err := scrapeHTTP(hc, url, ""); err != nil {
 		return r, err
-	}
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return r, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return r, err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	// Samples: kadm.Lag cold, scrape cold, kadm.Lag warm, scrape steady;
 	// wall and CPU.
 	var wall, cpu [4][]time.Duration
-	for i := 0; i < reps; i++ {
-		if err := measureOnce(ctx, k, names, srv, hc, url, &wall, &cpu, &r.series); err != nil {
+	for i := 0; i < o.reps; i++ {
+		if err := measureOnce(ctx, k, names, ex, hc, &wall, &cpu, &r.series); err != nil {
 			return r, err
 		}
+	}
+	if err := profileSteady(hc, url, o.profileScrapes); err != nil {
+		return r, err
 	}
 	if r.series < 4*groups {
 		return r, fmt.Errorf("scrape exported %d outbox_consumer series for %d groups", r.series, groups)
@@ -155,9 +149,28 @@ func scrapeOne(addrs []string, groups, partitions, topics, records, batch, reps 
 	return r, nil
 }
 
+// profileSteady takes n more steady scrapes under the CPU profile, so
+// that it shows the scrape alone (-cpuprofile; nothing without it).
+func profileSteady(hc *http.Client, url string, n int) error {
+	if profile == "" {
+		return nil
+	}
+	stop, err := startProfile()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for i := 0; i < n; i++ {
+		if _, _, err := scrapeHTTP(hc, url, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // measureOnce takes one cold pair (a new kadm client; a scrape after a
 // reload) and three steady pairs, alternating.
-func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.Server, hc *http.Client, url string, wall, cpu *[4][]time.Duration, series *int) error {
+func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *exporter, hc *http.Client, wall, cpu *[4][]time.Duration, series *int) error {
 	cl, err := kafkaclient.New(k)
 	if err != nil {
 		return err
@@ -169,61 +182,94 @@ func measureOnce(ctx context.Context, k *config.Kafka, names []string, srv *web.
 		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
 		return err
 	}
-	scrape := func(i int) error {
-		c0 := cpuTime()
-		d, n, err := scrapeHTTP(hc, url)
-		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], cpuTime()-c0)
+	scrape := func(i int, want string) error {
+		d, n, err := scrapeHTTP(hc, ex.url, want)
+		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
 		*series = n
 		return err
 	}
 	if err := lag(0); err != nil {
 		return err
 	}
-	if err := srv.Reload(); err != nil {
+	want, err := ex.reload(names[0])
+	if err != nil {
 		return err
 	}
-	if err := scrape(1); err != nil {
+	if err := scrape(1, want); err != nil {
 		return err
 	}
 	for j := 0; j < 3; j++ {
 		if err := lag(2); err != nil {
 			return err
 		}
-		if err := scrape(3); err != nil {
+		if err := scrape(3, ""); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// startExporter runs the exporter on a configuration holding only the
-// Kafka cluster, behind a loopback HTTP server.
-func startExporter(ctx context.Context, addrs []string) (*web.Server, string, func(), error) {
+// exporter is the running exporter behind a loopback HTTP server, on a
+// configuration holding only the Kafka cluster.
+type exporter struct {
+	srv      *web.Server
+	url      string
+	cfgFile  string
+	addrs    []string
+	deadline int // minutes
+	stop     func()
+}
+
+func (e *exporter) writeConfig() error {
+	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: %dm\n", strings.Join(e.addrs, ", "), e.deadline)
+	return os.WriteFile(e.cfgFile, []byte(cfg), 0o600)
+}
+
+// reload makes the next scrape cold: a reload keeps a cluster's collector
+// (and its caches) when its configuration did not change, so the
+// deadline moves on by a minute each time. It returns the line the next
+// scrape must show: group's new deadline, proof that the collector is new.
+func (e *exporter) reload(group string) (string, error) {
+	e.deadline++
+	if err := e.writeConfig(); err != nil {
+		return "", err
+	}
+	if err := e.srv.Reload(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("outbox_consumer_deadline_seconds{cluster=\"bench\",group=%q} %d\n", group, e.deadline*60), nil
+}
+
+func startExporter(ctx context.Context, addrs []string) (*exporter, error) {
 	dir, err := os.MkdirTemp("", "kafkabench-")
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
-	cfgFile := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: 10m\n", strings.Join(addrs, ", "))
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+	e := &exporter{cfgFile: filepath.Join(dir, "config.yaml"), addrs: addrs, deadline: 10}
+	if err := e.writeConfig(); err != nil {
 		os.RemoveAll(dir)
-		return nil, "", nil, err
+		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	srv, err := web.New(sctx, web.Options{ConfigFile: cfgFile, ScrapeTimeout: 60 * time.Second,
+	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: 60 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		cancel()
 		os.RemoveAll(dir)
-		return nil, "", nil, fmt.Errorf("start exporter: %w", err)
+		return nil, fmt.Errorf("start exporter: %w", err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	return srv, hs.URL, func() { hs.Close(); srv.Close(); cancel(); os.RemoveAll(dir) }, nil
+	hs := httptest.NewServer(e.srv.Handler())
+	e.url = hs.URL
+	e.stop = func() { hs.Close(); e.srv.Close(); cancel(); os.RemoveAll(dir) }
+	return e, nil
 }
 
 // scrapeHTTP GETs /metrics, reads the whole body, and counts the
-// consumer series; a scrape whose Kafka collector failed is an error.
-func scrapeHTTP(hc *http.Client, base string) (time.Duration, int, error) {
+// consumer series; a scrape whose Kafka collector failed, or that lacks
+// want (when given), is an error. Its time and lastCPU end when the body
+// is read, before the checks, as timeLag's end when kadm.Lag returns.
+func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) {
+	c0 := cpuTime()
 	start := time.Now()
 	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
@@ -232,12 +278,16 @@ func scrapeHTTP(hc *http.Client, base string) (time.Duration, int, error) {
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
+	lastCPU = cpuTime() - c0
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return d, 0, fmt.Errorf("scrape: status %d: %v", resp.StatusCode, err)
 	}
 	s := string(body)
 	if !strings.Contains(s, `outbox_exporter_collector_success{collector="kafka",target="bench"} 1`) {
 		return d, 0, fmt.Errorf("scrape: the kafka collector did not succeed")
+	}
+	if want != "" && !strings.Contains(s, want) {
+		return d, 0, fmt.Errorf("scrape: no line %q: the reload did not take", want)
 	}
 	return d, strings.Count(s, "\noutbox_consumer_"), nil
 }

@@ -77,8 +77,9 @@ type Collector struct {
 
 	// sem lets one Update run at a time: a late Update still running
 	// after its scrape timed out holds the probe cache.
-	sem   chan struct{}
-	cache *probeCache
+	sem    chan struct{}
+	cache  *probeCache
+	series *seriesCache
 	// known is the groups selected by the last collection, by type: when
 	// listing fails on some brokers, their groups are still looked up.
 	known map[string]string
@@ -96,6 +97,7 @@ func NewCollector(cluster string, k *config.Kafka, logger *slog.Logger) (*Collec
 		now:     time.Now,
 		sem:     make(chan struct{}, 1),
 		cache:   newProbeCache(),
+		series:  newSeriesCache(),
 		known:   map[string]string{},
 		warned:  map[string]bool{},
 	}
@@ -178,6 +180,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	if len(selected) == 0 {
 		c.known = map[string]string{}
 		c.cache.reset()
+		c.series = newSeriesCache()
 		return nil
 	}
 	if len(c.cache.probes) == 0 {
@@ -198,7 +201,9 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		c.cache.fill(p, probes, ok)
 	}
+	c.series.begin()
 	c.emit(ch, states, p, c.now(), &partial)
+	c.series.end()
 	c.cache.sweep()
 	c.known = map[string]string{}
 	for _, g := range states {
@@ -220,10 +225,11 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 		if g.gone {
 			continue
 		}
-		send(ch, partial, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds(), c.cluster, g.name)
+		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, g.name)
+		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds())
 		if g.membersOK {
-			send(ch, partial, kafkaMembersDesc, float64(g.members), c.cluster, g.name)
-			send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
+			ls.send(ch, 1, kafkaMembersDesc, float64(g.members))
+			c.series.send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
 		}
 	}
 	decided := make([]Partition, 0, 64)
@@ -235,12 +241,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 			lost += Lost(tp.parts[j].o)
 		}
 		g, t := tp.group.name, tp.topic
-		if sum.MessagesOK {
-			send(ch, partial, kafkaLagMessagesDesc, float64(sum.Messages), c.cluster, g, t)
-			send(ch, partial, kafkaLostDesc, float64(lost), c.cluster, g, t)
-		}
-		if sum.SecondsOK {
-			send(ch, partial, kafkaLagSecondsDesc, sum.Seconds, c.cluster, g, t)
+		if sum.MessagesOK || sum.SecondsOK {
+			ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
+			if sum.MessagesOK {
+				ls.send(ch, 0, kafkaLagMessagesDesc, float64(sum.Messages))
+				ls.send(ch, 1, kafkaLostDesc, float64(lost))
+			}
+			if sum.SecondsOK {
+				ls.send(ch, 2, kafkaLagSecondsDesc, sum.Seconds)
+			}
 		}
 		if sum.Partial {
 			*partial = append(*partial, fmt.Errorf("lag of group %s on %s is a lower bound: %d of %d partitions unknown", g, t, sum.Unknown, len(decided)))
@@ -252,12 +261,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 			if tp.parts[j].ignored {
 				continue
 			}
-			part := strconv.Itoa(j)
+			if !d.MessagesOK && !d.SecondsOK {
+				continue
+			}
+			ls := c.series.labels(partial, kafkaPartLagMessagesDesc, c.cluster, g, t, strconv.Itoa(j))
 			if d.MessagesOK {
-				send(ch, partial, kafkaPartLagMessagesDesc, float64(d.Messages), c.cluster, g, t, part)
+				ls.send(ch, 0, kafkaPartLagMessagesDesc, float64(d.Messages))
 			}
 			if d.SecondsOK {
-				send(ch, partial, kafkaPartLagSecondsDesc, d.Seconds, c.cluster, g, t, part)
+				ls.send(ch, 1, kafkaPartLagSecondsDesc, d.Seconds)
 			}
 		}
 	}
@@ -282,16 +294,4 @@ func decideTopic(tp *topicPlan, now time.Time, buf []Partition) []Partition {
 		}
 	}
 	return buf
-}
-
-// send sends one gauge. A group name that is not valid UTF-8 cannot be a
-// label value: that series is left out and reported, instead of the
-// panic of MustNewConstMetric taking the exporter down.
-func send(ch chan<- prometheus.Metric, partial *[]error, desc *prometheus.Desc, v float64, labels ...string) {
-	m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	if err != nil {
-		*partial = append(*partial, fmt.Errorf("series %q: %w", labels, err))
-		return
-	}
-	ch <- m
 }

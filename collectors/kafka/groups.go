@@ -18,7 +18,7 @@ type groupState struct {
 	membersOK  bool
 	assigned   []string
 	subscribed []string
-	commits    map[string]map[int32]kadm.OffsetResponse
+	commits    map[string][]committed // by topic, indexed by partition
 	commitsOK  bool
 	gone       bool
 }
@@ -98,7 +98,7 @@ func (c *Collector) describe(ctx context.Context, selected []Listed, partial *[]
 		wg               sync.WaitGroup
 		oldDesc, newDesc map[string]described
 		oldErr, newErr   error
-		fetched          kadm.FetchOffsetsResponses
+		fetched          map[string]fetchedGroup
 	)
 	if len(classic) > 0 {
 		wg.Add(1)
@@ -109,7 +109,7 @@ func (c *Collector) describe(ctx context.Context, selected []Listed, partial *[]
 		go func() { defer wg.Done(); newDesc, newErr = c.describeConsumer(ctx, consumer) }()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); fetched = c.adm.FetchManyOffsets(ctx, all...) }()
+	go func() { defer wg.Done(); fetched = fetchCommits(ctx, c.cl, all) }()
 	wg.Wait()
 
 	if oldErr != nil {
@@ -137,12 +137,12 @@ func (c *Collector) describe(ctx context.Context, selected []Listed, partial *[]
 		s := byName[name]
 		switch {
 		case s == nil:
-		case errors.Is(r.Err, kerr.GroupIDNotFound):
+		case errors.Is(r.err, kerr.GroupIDNotFound):
 			s.gone = true
-		case r.Err != nil:
-			*partial = append(*partial, fmt.Errorf("committed offsets of group %s: %w", name, r.Err))
+		case r.err != nil:
+			*partial = append(*partial, fmt.Errorf("committed offsets of group %s: %w", name, r.err))
 		default:
-			s.commits, s.commitsOK = r.Fetched, true
+			s.commits, s.commitsOK = r.commits, true
 		}
 	}
 	return states

@@ -252,15 +252,22 @@ func SelectGroups(listed []Listed, patterns []Matcher) []Listed {
 		default:
 			continue
 		}
-		for _, p := range patterns {
-			if p.Match(g.Name) {
-				out = append(out, g)
-				break
-			}
+		if matchAny(patterns, g.Name) {
+			out = append(out, g)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// matchAny reports whether any of patterns matches name.
+func matchAny(patterns []Matcher, name string) bool {
+	for _, p := range patterns {
+		if p.Match(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // Topics returns the topics a group has series for: those it committed
@@ -290,14 +297,7 @@ func TopicFilter(patterns []Matcher) func(string) bool {
 	if len(patterns) == 0 {
 		return nil
 	}
-	return func(t string) bool {
-		for _, p := range patterns {
-			if p.Match(t) {
-				return true
-			}
-		}
-		return false
-	}
+	return func(t string) bool { return matchAny(patterns, t) }
 }
 
 // Unsupported returns the listed groups that match patterns but are of a
@@ -310,11 +310,8 @@ func Unsupported(listed []Listed, patterns []Matcher) []Listed {
 		case "", TypeClassic, TypeConsumer:
 			continue
 		}
-		for _, p := range patterns {
-			if p.Match(g.Name) {
-				out = append(out, g)
-				break
-			}
+		if matchAny(patterns, g.Name) {
+			out = append(out, g)
 		}
 	}
 	return out

@@ -29,11 +29,28 @@ func planView(t string, n int32, starts, ends []int64) view {
 }
 
 func planGroup(name, t string, commits map[int32]int64) *groupState {
-	cs := map[int32]kadm.OffsetResponse{}
+	g := &groupState{name: name, typ: TypeClassic, commits: map[string][]committed{t: nil}, commitsOK: true}
 	for p, at := range commits {
-		cs[p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: t, Partition: p, At: at}}
+		setCommit(g, t, p, at, nil)
 	}
-	return &groupState{name: name, typ: TypeClassic, commits: map[string]map[int32]kadm.OffsetResponse{t: cs}, commitsOK: true}
+	return g
+}
+
+// setCommit answers g's commit on t/p as OffsetFetch would.
+func setCommit(g *groupState, t string, p int32, at int64, err error) {
+	cs := g.commits[t]
+	for int32(len(cs)) <= p {
+		cs = append(cs, committed{})
+	}
+	cs[p] = committed{at: at, err: err, ok: true}
+	g.commits[t] = cs
+}
+
+// dropCommit leaves t/p out of g's OffsetFetch answer.
+func dropCommit(g *groupState, t string, p int32) {
+	if cs := g.commits[t]; int(p) < len(cs) {
+		cs[p] = committed{}
+	}
 }
 
 func runPlan(c *probeCache, g *groupState, v view, rule Uncommitted) (*lagPlan, []error) {
@@ -79,25 +96,25 @@ func TestPlanKafkaErrorShapes(t *testing.T) {
 			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 7}}},
 		{name: "OffsetFetch partition error (UNSTABLE_OFFSET_COMMIT)",
 			edit: func(_ *view, g *groupState) {
-				g.commits["t"][1] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: 1, At: -1}, Err: kerr.UnstableOffsetCommit}
+				setCommit(g, "t", 1, -1, kerr.UnstableOffsetCommit)
 			},
 			wantOK: []bool{true, false, true},
 			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}},
 			errs:   []string{"committed offset of group g on t/1: UNSTABLE_OFFSET_COMMIT"}},
 		{name: "commit -1 (no commit) ignored by default",
 			edit: func(_ *view, g *groupState) {
-				g.commits["t"][1] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: 1, At: -1}}
+				setCommit(g, "t", 1, -1, nil)
 			},
 			wantOK: []bool{true, true, true},
 			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}}},
 		{name: "never committed, log_start: read from the log start",
-			edit:   func(_ *view, g *groupState) { delete(g.commits["t"], 1) },
+			edit:   func(_ *view, g *groupState) { dropCommit(g, "t", 1) },
 			rule:   FromLogStart,
 			wantOK: []bool{true, true, true},
 			wants:  []Want{{"t", 0, 1}, {"t", 1, 0}, {"t", 2, 5}}},
 		{name: "never committed, log_start, start unknown: unknown",
 			edit: func(v *view, g *groupState) {
-				delete(g.commits["t"], 1)
+				dropCommit(g, "t", 1)
 				delete(v.starts["t"], 1)
 			},
 			rule:   FromLogStart,
@@ -115,7 +132,7 @@ func TestPlanKafkaErrorShapes(t *testing.T) {
 		{name: "caught up: nothing to read",
 			edit: func(_ *view, g *groupState) {
 				for p := int32(0); p < 3; p++ {
-					g.commits["t"][p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: p, At: 10}}
+					setCommit(g, "t", p, 10, nil)
 				}
 			},
 			wantOK: []bool{true, true, true}},
@@ -183,7 +200,7 @@ func TestPlanCache(t *testing.T) {
 		t.Fatalf("continued probe %+v; want from 2, found 7", got)
 	}
 
-	g.commits["t"][0] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "t", Partition: 0, At: 3}}
+	setCommit(g, "t", 0, 3, nil)
 	v.starts["t"][2] = kadm.ListedOffset{Topic: "t", Partition: 2, Offset: 8}
 	p, _ = runPlan(c, g, v, IgnoreUncommitted)
 	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 0, 3}, {"t", 2, 8}}) {
