@@ -69,6 +69,13 @@ func published(t *testing.T, a *App) (float64, bool) {
 	return v, ok
 }
 
+// reloadSchema is the outbox, authority and target of the reload tests.
+const reloadSchema = `CREATE TABLE outbox (id bigint PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(),
+	  status text NOT NULL DEFAULT 'PENDING', published_at timestamptz);
+	  CREATE TABLE messages (id bigint, version int, created_at timestamptz);
+	  CREATE TABLE search_index (id bigint, version int);
+	  `
+
 // TestReloadKeepsUnchangedParts: a reload with an unchanged config keeps
 // every part, so the published counter counts the row published around
 // the reload, and closing the old App leaves the kept pool, client,
@@ -76,11 +83,7 @@ func published(t *testing.T, a *App) (float64, bool) {
 // fresh (issue 14, item 4).
 func TestReloadKeepsUnchangedParts(t *testing.T) {
 	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE outbox (id bigint PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(),
-	  status text NOT NULL DEFAULT 'PENDING', published_at timestamptz);
-	  CREATE TABLE messages (id bigint, version int, created_at timestamptz);
-	  CREATE TABLE search_index (id bigint, version int);
-	  INSERT INTO outbox (id) VALUES (1), (2)`)
+	db.Exec(t, reloadSchema+`INSERT INTO outbox (id) VALUES (1), (2)`)
 	ctx := context.Background()
 	logger := testutil.Quiet()
 	a1, err := Build(ctx, parseReload(t, db.URL, "1m", "10m"), logger)
@@ -165,11 +168,7 @@ func TestRebuildFailureLeavesPrevious(t *testing.T) {
 // changed job starts afresh, in the same scheduler (issue 14, item 4).
 func TestReloadKeepsUnchangedReconcileJobs(t *testing.T) {
 	db := pgtest.New(t)
-	db.Exec(t, `CREATE TABLE outbox (id bigint PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(),
-	  status text NOT NULL DEFAULT 'PENDING', published_at timestamptz);
-	  CREATE TABLE messages (id bigint, version int, created_at timestamptz);
-	  CREATE TABLE search_index (id bigint, version int);
-	  INSERT INTO messages VALUES (1, 1, now() - interval '1 hour')`)
+	db.Exec(t, reloadSchema+`INSERT INTO messages VALUES (1, 1, now() - interval '1 hour')`)
 	ctx := context.Background()
 	logger := testutil.Quiet()
 	withJob := func(schedule string) *config.Config {
