@@ -40,7 +40,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -391,12 +390,6 @@ func (b *Broker) java(ctx context.Context, main string, args ...string) *exec.Cm
 }
 
 func (b *Broker) awaitReady(ctx context.Context, nodes int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DisableClientMetrics(), kgo.RetryTimeout(time.Second))
-	if err != nil {
-		return fmt.Errorf("client: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	var last error = errors.New("no answer yet")
 	others := b.othersDone()
 	for {
@@ -409,20 +402,40 @@ func (b *Broker) awaitReady(ctx context.Context, nodes int) error {
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 		default:
 		}
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		md, err := adm.BrokerMetadata(rctx)
-		cancel()
-		if err == nil && len(md.Brokers) >= nodes && md.Controller >= 0 {
-			return nil
-		}
-		if err != nil {
+		if err := b.clusterUp(ctx, nodes); err != nil {
 			last = err
+		} else {
+			return nil
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
 		}
 	}
+}
+
+// clusterUp asks, with a client of its own, whether all nodes have
+// registered and a controller is known. A new client each time: a client
+// kept from before the listeners were up was seen to go on failing (on a
+// busy machine, for minutes) while a fresh one got the answer at once.
+func (b *Broker) clusterUp(ctx context.Context, nodes int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DisableClientMetrics(), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).BrokerMetadata(rctx)
+	switch {
+	case err != nil:
+		return err
+	case len(md.Brokers) < nodes:
+		return fmt.Errorf("%d of %d nodes registered", len(md.Brokers), nodes)
+	case md.Controller < 0:
+		return errors.New("no controller known")
+	}
+	return nil
 }
 
 // QuickJVM starts a test broker with less CPU: the C1 compiler only. A
@@ -443,59 +456,4 @@ func (b *Broker) Stop() {
 		}
 		_ = os.RemoveAll(b.dir)
 	})
-}
-
-var shared struct {
-	mu   sync.Mutex
-	opts Options
-	b    *Broker
-	err  error
-	done bool
-}
-
-// Main runs the package's tests with the shared broker's options and
-// stops the broker afterwards. Call it from TestMain.
-func Main(m *testing.M, opts ...Options) {
-	if len(opts) > 0 {
-		shared.opts = opts[0]
-	}
-	code := m.Run()
-	StopShared()
-	os.Exit(code)
-}
-
-// Shared returns the package's broker, starting it on first use. It fails
-// the test (never skips) if Kafka cannot start; later callers get the
-// same error without retrying.
-func Shared(t testing.TB) *Broker {
-	t.Helper()
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if !shared.done {
-		shared.done = true
-		o := shared.opts
-		if o.JVM == nil {
-			o.JVM = QuickJVM
-		}
-		shared.b, shared.err = Start(o)
-	}
-	if shared.err != nil {
-		t.Fatalf("real Kafka broker: %v", shared.err)
-	}
-	select {
-	case <-shared.b.done:
-		t.Fatalf("real Kafka broker: the shared JVM exited (%v); last output:\n%s", shared.b.waitErr, shared.b.Output())
-	default:
-	}
-	return shared.b
-}
-
-// StopShared stops the shared broker if one was started.
-func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.b != nil {
-		shared.b.Stop()
-		shared.b = nil
-	}
 }
