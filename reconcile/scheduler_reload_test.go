@@ -84,7 +84,6 @@ func TestReloadPerJob(t *testing.T) {
 // reloadRunsBefore runs the three jobs once, records what search_index
 // shows, and leaves a run of search_index and of second held in progress.
 func reloadRunsBefore(t *testing.T) *reloadRuns {
-	t.Helper()
 	p := newPair(t, "bigint")
 	for i := 1; i <= 10; i++ {
 		p.add(t, i, 1, old, "PUBLISHED", 1)
@@ -145,7 +144,6 @@ func holdRun(js *jobState) (started, release chan struct{}, done chan error) {
 // removed, fourth added), checks that Prepare alone changes nothing, and
 // applies it.
 func reloadApply(t *testing.T, r *reloadRuns) {
-	t.Helper()
 	cfg, err := config.Parse([]byte(reloadYAML(r.p, "12h", "fourth")), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +166,6 @@ func reloadApply(t *testing.T, r *reloadRuns) {
 // (Apply waited for it) and logged, and its new state has no result yet;
 // the removed job is gone; the fresh jobs are scheduled.
 func checkReloadChangedAndRemoved(t *testing.T, r *reloadRuns) {
-	t.Helper()
 	s := r.s
 	select {
 	case err := <-r.doneB:
@@ -210,7 +207,6 @@ func checkReloadChangedAndRemoved(t *testing.T, r *reloadRuns) {
 // has the same series and the same places in the schedule; then its run
 // completes into the kept state.
 func checkReloadKept(t *testing.T, r *reloadRuns) {
-	t.Helper()
 	s := r.s
 	if s.jobs["search_index"] != r.a || s.Last("search_index") != r.lastA {
 		t.Fatal("the unchanged job's state was replaced")
