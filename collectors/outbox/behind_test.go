@@ -408,54 +408,12 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 			return err
 		}
 		var lines []string
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+spec.StateQuery())
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				return err
-			}
-			lines = append(lines, line)
-			for _, re := range []*regexp.Regexp{regexp.MustCompile(`Index Scan .*actual rows=(\d+)`), regexp.MustCompile(`Rows Removed by Filter: (\d+)`)} {
-				if m := re.FindStringSubmatch(line); m != nil {
-					n, _ := strconv.ParseInt(m[1], 10, 64)
-					readIn += n
-				}
-			}
-		}
-		if err := rows.Err(); err != nil {
+		if lines, readIn, err = analyseIndexReads(ctx, tx, spec.StateQuery()); err != nil {
 			return err
 		}
 		t.Logf("state query, analysed:\n%s", strings.Join(lines, "\n"))
-		for i, q := range []string{spec.StateQuery(), spec.OldestQuery(), spec.StuckQuery()} {
-			name := fmt.Sprintf("behind_%d", i)
-			if _, err := tx.Prepare(ctx, name, q); err != nil {
-				return fmt.Errorf("prepare %s: %w", q, err)
-			}
-			args := ""
-			if strings.Contains(q, "$1") {
-				args = "(100)"
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+name+args)
-			if err != nil {
-				return err
-			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					return err
-				}
-				plan = append(plan, line)
-			}
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			plans = append(plans, strings.Join(plan, "\n"))
-		}
-		return nil
+		plans, err = preparedPlans(ctx, tx, []string{spec.StateQuery(), spec.OldestQuery(), spec.StuckQuery()})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -473,6 +431,68 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 			t.Errorf("plan %d has no index range on created_at:\n%s", i, plan)
 		}
 	}
+}
+
+// analyseIndexReads runs q under EXPLAIN ANALYZE and returns the plan's
+// lines and the rows it read through indexes: those the index scans
+// returned plus those their filters dropped.
+func analyseIndexReads(ctx context.Context, tx pgx.Tx, q string) (lines []string, readIn int64, err error) {
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+q)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, 0, err
+		}
+		lines = append(lines, line)
+		for _, re := range []*regexp.Regexp{regexp.MustCompile(`Index Scan .*actual rows=(\d+)`), regexp.MustCompile(`Rows Removed by Filter: (\d+)`)} {
+			if m := re.FindStringSubmatch(line); m != nil {
+				n, _ := strconv.ParseInt(m[1], 10, 64)
+				readIn += n
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	return lines, readIn, nil
+}
+
+// preparedPlans prepares each query, as the sampler does, and returns
+// the plan the server makes for executing each prepared statement.
+func preparedPlans(ctx context.Context, tx pgx.Tx, queries []string) ([]string, error) {
+	var plans []string
+	for i, q := range queries {
+		name := fmt.Sprintf("behind_%d", i)
+		if _, err := tx.Prepare(ctx, name, q); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", q, err)
+		}
+		args := ""
+		if strings.Contains(q, "$1") {
+			args = "(100)"
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+name+args)
+		if err != nil {
+			return nil, err
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		plans = append(plans, strings.Join(plan, "\n"))
+	}
+	return plans, nil
 }
 
 // A reload that links or unlinks the outbox to a slot starts its sampler

@@ -283,20 +283,10 @@ outbox_lease_expirations_total{outbox="jobs"} 0
 	}
 }
 
-func TestOutboxTimestampStyleAndPublishedCounters(t *testing.T) {
-	db, pool, _ := obSetup(t, `CREATE TABLE ev (
-	  id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(), kind text NOT NULL,
-	  published_at timestamptz, dead_at timestamptz, lease_until timestamptz, attempts int DEFAULT 0);
-	  INSERT INTO ev (created_at, kind, published_at) SELECT now() - interval '1 day', 'a', now() - interval '23 hours' FROM generate_series(1, 50);
-	  INSERT INTO ev (created_at, kind) VALUES (now() - interval '1 minute', 'a'), (now() - interval '1 minute', 'b');
-	  INSERT INTO ev (created_at, kind, dead_at) VALUES (now() - interval '1 hour', 'b', now());
-	  INSERT INTO ev (created_at, kind, lease_until, attempts) VALUES (now() - interval '2 minutes', 'b', now() - interval '5 seconds', 1);`)
-	o := obDefaults(&config.Outbox{Table: "ev", Labels: []config.Label{{Name: "kind", Column: "kind"}},
-		PublishedAt: "published_at", DeadAt: "dead_at", LeaseUntil: "lease_until", Attempts: "attempts",
-		Deadline: 90 * time.Second, Deadlines: map[string]time.Duration{"b": 10 * time.Minute}})
-	c := NewCollector("ev", o, pool, testutil.Quiet())
-	ms := obScrape(t, c)
-	obCompare(t, ms, `
+// timestampStyleBefore is what the timestamp-style outbox of
+// TestOutboxTimestampStyleAndPublishedCounters exports before anything is
+// published: the counters start at 0 whatever was published before.
+const timestampStyleBefore = `
 # HELP outbox_events Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1.
 # TYPE outbox_events gauge
 outbox_events{kind="a",outbox="ev",state="dead"} 0
@@ -311,7 +301,45 @@ outbox_events{kind="b",outbox="ev",state="pending"} 1
 # TYPE outbox_published_events_total counter
 outbox_published_events_total{kind="a",outbox="ev"} 0
 outbox_published_events_total{kind="b",outbox="ev"} 0
-`, "outbox_events", "outbox_published_events_total")
+`
+
+// timestampStylePublished is what it exports once every unpublished row
+// is published (the late commit included) and on each scrape after.
+const timestampStylePublished = `
+# HELP outbox_published_events_total Rows seen becoming published (published_at set) since the exporter started.
+# TYPE outbox_published_events_total counter
+outbox_published_events_total{kind="a",outbox="ev"} 1
+outbox_published_events_total{kind="b",outbox="ev"} 2
+# HELP outbox_published_late_events_total Of the rows seen becoming published, those published after their deadline.
+# TYPE outbox_published_late_events_total counter
+outbox_published_late_events_total{kind="a",outbox="ev"} 0
+outbox_published_late_events_total{kind="b",outbox="ev"} 0
+# HELP outbox_events Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1.
+# TYPE outbox_events gauge
+outbox_events{kind="a",outbox="ev",state="dead"} 0
+outbox_events{kind="a",outbox="ev",state="in_flight"} 0
+outbox_events{kind="a",outbox="ev",state="lease_expired"} 0
+outbox_events{kind="a",outbox="ev",state="pending"} 0
+outbox_events{kind="b",outbox="ev",state="dead"} 1
+outbox_events{kind="b",outbox="ev",state="in_flight"} 0
+outbox_events{kind="b",outbox="ev",state="lease_expired"} 0
+outbox_events{kind="b",outbox="ev",state="pending"} 0
+`
+
+func TestOutboxTimestampStyleAndPublishedCounters(t *testing.T) {
+	db, pool, _ := obSetup(t, `CREATE TABLE ev (
+	  id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(), kind text NOT NULL,
+	  published_at timestamptz, dead_at timestamptz, lease_until timestamptz, attempts int DEFAULT 0);
+	  INSERT INTO ev (created_at, kind, published_at) SELECT now() - interval '1 day', 'a', now() - interval '23 hours' FROM generate_series(1, 50);
+	  INSERT INTO ev (created_at, kind) VALUES (now() - interval '1 minute', 'a'), (now() - interval '1 minute', 'b');
+	  INSERT INTO ev (created_at, kind, dead_at) VALUES (now() - interval '1 hour', 'b', now());
+	  INSERT INTO ev (created_at, kind, lease_until, attempts) VALUES (now() - interval '2 minutes', 'b', now() - interval '5 seconds', 1);`)
+	o := obDefaults(&config.Outbox{Table: "ev", Labels: []config.Label{{Name: "kind", Column: "kind"}},
+		PublishedAt: "published_at", DeadAt: "dead_at", LeaseUntil: "lease_until", Attempts: "attempts",
+		Deadline: 90 * time.Second, Deadlines: map[string]time.Duration{"b": 10 * time.Minute}})
+	c := NewCollector("ev", o, pool, testutil.Quiet())
+	ms := obScrape(t, c)
+	obCompare(t, ms, timestampStyleBefore, "outbox_events", "outbox_published_events_total")
 
 	// Publish: "a" on time (created a minute ago, deadline 90s), "b" too
 	// (deadline 10m), and the 2-minute-old lease-expired "b".
@@ -337,26 +365,7 @@ outbox_published_events_total{kind="b",outbox="ev"} 0
 	db.Exec(t, `UPDATE ev SET published_at = now() WHERE published_at IS NULL AND dead_at IS NULL AND kind = 'b'`)
 	for i := 0; i < 3; i++ {
 		ms = obScrape(t, c)
-		obCompare(t, ms, `
-# HELP outbox_published_events_total Rows seen becoming published (published_at set) since the exporter started.
-# TYPE outbox_published_events_total counter
-outbox_published_events_total{kind="a",outbox="ev"} 1
-outbox_published_events_total{kind="b",outbox="ev"} 2
-# HELP outbox_published_late_events_total Of the rows seen becoming published, those published after their deadline.
-# TYPE outbox_published_late_events_total counter
-outbox_published_late_events_total{kind="a",outbox="ev"} 0
-outbox_published_late_events_total{kind="b",outbox="ev"} 0
-# HELP outbox_events Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1.
-# TYPE outbox_events gauge
-outbox_events{kind="a",outbox="ev",state="dead"} 0
-outbox_events{kind="a",outbox="ev",state="in_flight"} 0
-outbox_events{kind="a",outbox="ev",state="lease_expired"} 0
-outbox_events{kind="a",outbox="ev",state="pending"} 0
-outbox_events{kind="b",outbox="ev",state="dead"} 1
-outbox_events{kind="b",outbox="ev",state="in_flight"} 0
-outbox_events{kind="b",outbox="ev",state="lease_expired"} 0
-outbox_events{kind="b",outbox="ev",state="pending"} 0
-`, "outbox_published_events_total", "outbox_published_late_events_total", "outbox_events")
+		obCompare(t, ms, timestampStylePublished, "outbox_published_events_total", "outbox_published_late_events_total", "outbox_events")
 	}
 	if v := obValue(t, ms, "outbox_publish_latency_seconds", nil); v != 3 {
 		t.Errorf("latency observations = %v, want 3", v)

@@ -78,13 +78,33 @@ type genLease struct {
 
 func (g *genTable) pick(r *rand.Rand, list []string) string { return list[r.IntN(len(list))] }
 
-// newGenTable draws an outbox configuration and table from the seed.
+// newGenTable draws an outbox configuration and table from the seed. The
+// draws are made in a fixed order (style, clock, labels, states, claims,
+// filter): a seed must keep drawing the same table.
 func newGenTable(seed uint64) *genTable {
 	r := rand.New(rand.NewPCG(seed, 0x0b0c5))
 	g := &genTable{seed: seed, name: fmt.Sprintf("ox_%d", seed), rows: map[int64]*genRow{}, nextID: 1}
 	o := &config.Outbox{Database: "main", Table: "public." + g.name, ID: "id", CreatedAt: "created_at",
 		Deadline: time.Duration(30+r.IntN(300)) * time.Second, SLOObjective: 0.999}
 	g.o = o
+	g.drawStyle(r)
+	g.drawClock(r)
+	g.drawLabels(r)
+	o.MaxCount = 100000
+	if r.IntN(3) == 0 {
+		o.MaxCount = 3 + r.IntN(20)
+	}
+	g.drawStates(r)
+	g.drawClaims(r)
+	if r.IntN(4) == 0 {
+		o.Filter = "NOT hidden"
+	}
+	return g
+}
+
+// drawStyle draws the state style and, for a status style, the form of
+// its values.
+func (g *genTable) drawStyle(r *rand.Rand) {
 	switch r.IntN(5) {
 	case 0, 1:
 		g.style = config.StyleStatus
@@ -97,15 +117,26 @@ func newGenTable(seed uint64) *genTable {
 	default:
 		g.style = config.StyleDeleteOnPublish
 	}
+}
+
+// drawClock draws the timestamp columns' type and the zone their wall
+// clock is written in.
+func (g *genTable) drawClock(r *rand.Rand) {
 	g.tsType = "timestamptz"
 	g.zone = time.UTC
 	if r.IntN(3) == 0 {
 		g.tsType = "timestamp"
 		if r.IntN(2) == 0 {
-			o.TimeZone = "Asia/Tokyo"
+			g.o.TimeZone = "Asia/Tokyo"
 			g.zone, _ = time.LoadLocation("Asia/Tokyo")
 		}
 	}
+}
+
+// drawLabels draws the label columns, whether they hold NULLs, their
+// values, the cap on label values and the per-label deadlines.
+func (g *genTable) drawLabels(r *rand.Rand) {
+	o := g.o
 	nl := r.IntN(4)
 	g.nullable = r.IntN(3) == 0
 	names := []string{"event_type", "destination", "tenant"}
@@ -133,10 +164,12 @@ func newGenTable(seed uint64) *genTable {
 			o.Deadlines[Other] = time.Duration(10+r.IntN(60)) * time.Second
 		}
 	}
-	o.MaxCount = 100000
-	if r.IntN(3) == 0 {
-		o.MaxCount = 3 + r.IntN(20)
-	}
+}
+
+// drawStates draws the columns and values that tell the states apart,
+// as the style allows.
+func (g *genTable) drawStates(r *rand.Rand) {
+	o := g.o
 	if g.style == config.StyleStatus {
 		o.Status = "status"
 		o.Pending = []string{g.st.pending}
@@ -164,6 +197,12 @@ func newGenTable(seed uint64) *genTable {
 			o.DeadAt = "dead_at"
 		}
 	}
+}
+
+// drawClaims draws the relays' lease length, the claim column, attempts
+// and unknown_when.
+func (g *genTable) drawClaims(r *rand.Rand) {
+	o := g.o
 	g.tau = time.Duration(10+r.IntN(50)) * time.Second
 	switch r.IntN(4) {
 	case 0:
@@ -184,10 +223,6 @@ func newGenTable(seed uint64) *genTable {
 	if r.IntN(4) == 0 {
 		o.UnknownWhen = "flag"
 	}
-	if r.IntN(4) == 0 {
-		o.Filter = "NOT hidden"
-	}
-	return g
 }
 
 // schema is the CREATE TABLE of the generated outbox.

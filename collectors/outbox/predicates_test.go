@@ -7,18 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
-// TestPredicatesAgreeWithClassify: the SQL copy of the state rules
-// (sqlRules and the Spec predicates built on it, which every query,
-// partial index and ClassExpr use) agrees with Rules.Classify and
-// Rules.Unknown on the real server, for every combination of status
-// (each listed value, one listed nowhere, NULL), published_at, dead_at,
-// claim column (NULL, lease passed, lease live), attempts and
-// unknown_when, under each style of configuration.
-func TestPredicatesAgreeWithClassify(t *testing.T) {
-	_, pool := setup(t, `CREATE TABLE p_text (id serial, created_at timestamptz NOT NULL DEFAULT now(), status text,
+// predicatesSchema holds every combination of status (each listed value,
+// one listed nowhere, NULL), published_at, dead_at, lease_until,
+// claimed_at, attempts and unknown_when, once with a text status
+// (p_text) and once with an int status (p_int).
+const predicatesSchema = `CREATE TABLE p_text (id serial, created_at timestamptz NOT NULL DEFAULT now(), status text,
 	    published_at timestamptz, dead_at timestamptz, lease_until timestamptz, claimed_at timestamptz, attempts int, flag boolean);
 	  CREATE TABLE p_int (LIKE p_text INCLUDING DEFAULTS);
 	  ALTER TABLE p_int ALTER COLUMN status TYPE int USING status::int;
@@ -33,15 +31,37 @@ func TestPredicatesAgreeWithClassify(t *testing.T) {
 	      unnest(ARRAY[NULL, now()]::timestamptz[]) p, unnest(ARRAY[NULL, now()]::timestamptz[]) d,
 	      unnest(ARRAY[NULL, now() - interval '1 hour', now() + interval '1 hour']::timestamptz[]) l,
 	      unnest(ARRAY[NULL, now() - interval '1 hour', now()]::timestamptz[]) c,
-	      unnest(ARRAY[0, 1]) a, unnest(ARRAY[false, true]) f;`)
+	      unnest(ARRAY[0, 1]) a, unnest(ARRAY[false, true]) f;`
+
+// predicateCase is one style of configuration over one of the tables.
+type predicateCase struct {
+	name string
+	o    config.Outbox
+}
+
+// TestPredicatesAgreeWithClassify: the SQL copy of the state rules
+// (sqlRules and the Spec predicates built on it, which every query,
+// partial index and ClassExpr use) agrees with Rules.Classify and
+// Rules.Unknown on the real server, for every combination of status
+// (each listed value, one listed nowhere, NULL), published_at, dead_at,
+// claim column (NULL, lease passed, lease live), attempts and
+// unknown_when, under each style of configuration.
+func TestPredicatesAgreeWithClassify(t *testing.T) {
+	_, pool := setup(t, predicatesSchema)
+	for _, c := range predicateCases() {
+		t.Run(c.name, func(t *testing.T) { checkPredicates(t, pool, c.o) })
+	}
+}
+
+// predicateCases are the styles of configuration: status with and
+// without in_flight, both timestamps, published_at only and delete on
+// publish, each with every kind of lease, over p_text and (where there
+// is a status column) p_int.
+func predicateCases() []predicateCase {
 	base := func(table string) config.Outbox {
 		return config.Outbox{Table: table, ID: "id", CreatedAt: "created_at", Deadline: time.Minute, MaxCount: 10, MaxLabelValues: 10}
 	}
-	type tc struct {
-		name string
-		o    config.Outbox
-	}
-	var cases []tc
+	var cases []predicateCase
 	add := func(name string, f func(o *config.Outbox)) {
 		for _, table := range []string{"p_text", "p_int"} {
 			o := base(table)
@@ -49,7 +69,7 @@ func TestPredicatesAgreeWithClassify(t *testing.T) {
 			if table == "p_int" && o.Status == "" {
 				continue
 			}
-			cases = append(cases, tc{name + "/" + table, o})
+			cases = append(cases, predicateCase{name + "/" + table, o})
 		}
 	}
 	status := func(o *config.Outbox, inFlight bool) {
@@ -81,71 +101,74 @@ func TestPredicatesAgreeWithClassify(t *testing.T) {
 		add("published_at only "+lease, func(o *config.Outbox) { o.PublishedAt = "published_at"; setLease(o) })
 		add("delete on publish "+lease, func(o *config.Outbox) { setLease(o) })
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			cols, err := Introspect(ctx, pool, c.o.Table)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := NewSpec("p", &c.o, cols)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := func(p string, neutral string) string {
-				if p == "" {
-					return neutral
-				}
-				return "coalesce(" + p + ", false)"
-			}
-			r := s.rules("t.")
-			exprs := append(s.factExprs(), "t.published_at IS NOT NULL", "t.dead_at IS NOT NULL",
-				b(r.published(), "false"), b(r.dead(), "false"), b(r.unpublished(), "true"), b(r.claimed(), "false"),
-				b(r.unclassified(), "false"), b(s.unknownPredicate("t."), "false"), b(s.claimedUnknown(), "false"),
-				b(s.leasePassed(col(s.claimedOrder())), "false"))
-			rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s t", strings.Join(exprs, ", "), c.o.Table))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			n := 0
-			for rows.Next() {
-				var f Facts
-				var pub, dead, unpub, claimed, uncl, unkPending, unkClaimed, passed bool
-				if err := rows.Scan(&f.Status, &f.ClaimSet, &f.LeasePassed, &f.Attempted, &f.UnknownWhen,
-					&f.PublishedSet, &f.DeadSet, &pub, &dead, &unpub, &claimed, &uncl, &unkPending, &unkClaimed, &passed); err != nil {
-					t.Fatal(err)
-				}
-				st := s.Rules.Classify(f)
-				isUnpub := st == Pending || st == InFlight || st == LeaseExpired
-				got := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", pub, dead, unpub, uncl)
-				want := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", st == Published, st == Dead, isUnpub, st == Ignored)
-				if got != want {
-					t.Errorf("%+v (%v): SQL %s, Classify %s", f, st, got, want)
-				}
-				if !isUnpub {
-					n++
-					continue
-				}
-				if claimed != (st != Pending) {
-					t.Errorf("%+v (%v): SQL claimed=%v", f, st, claimed)
-				}
-				if claimed && s.leaseColumn() != "" && passed != (st == LeaseExpired) {
-					t.Errorf("%+v (%v): SQL lease passed=%v", f, st, passed)
-				}
-				unknown := (!claimed && unkPending) || (claimed && unkClaimed)
-				if unknown != s.Rules.Unknown(st, f) {
-					t.Errorf("%+v (%v): SQL unknown=%v, Rules.Unknown %v", f, st, unknown, !unknown)
-				}
-				n++
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if n != 8*2*2*3*3*2*2 {
-				t.Fatalf("%d rows compared", n)
-			}
-		})
+	return cases
+}
+
+// checkPredicates evaluates the facts and every SQL predicate of o's
+// Spec over each row of its table, and compares them with
+// Rules.Classify and Rules.Unknown on the facts.
+func checkPredicates(t *testing.T, pool *pgxpool.Pool, o config.Outbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cols, err := Introspect(ctx, pool, o.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSpec("p", &o, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := func(p string, neutral string) string {
+		if p == "" {
+			return neutral
+		}
+		return "coalesce(" + p + ", false)"
+	}
+	r := s.rules("t.")
+	exprs := append(s.factExprs(), "t.published_at IS NOT NULL", "t.dead_at IS NOT NULL",
+		b(r.published(), "false"), b(r.dead(), "false"), b(r.unpublished(), "true"), b(r.claimed(), "false"),
+		b(r.unclassified(), "false"), b(s.unknownPredicate("t."), "false"), b(s.claimedUnknown(), "false"),
+		b(s.leasePassed(col(s.claimedOrder())), "false"))
+	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s t", strings.Join(exprs, ", "), o.Table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var f Facts
+		var pub, dead, unpub, claimed, uncl, unkPending, unkClaimed, passed bool
+		if err := rows.Scan(&f.Status, &f.ClaimSet, &f.LeasePassed, &f.Attempted, &f.UnknownWhen,
+			&f.PublishedSet, &f.DeadSet, &pub, &dead, &unpub, &claimed, &uncl, &unkPending, &unkClaimed, &passed); err != nil {
+			t.Fatal(err)
+		}
+		st := s.Rules.Classify(f)
+		isUnpub := st == Pending || st == InFlight || st == LeaseExpired
+		got := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", pub, dead, unpub, uncl)
+		want := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", st == Published, st == Dead, isUnpub, st == Ignored)
+		if got != want {
+			t.Errorf("%+v (%v): SQL %s, Classify %s", f, st, got, want)
+		}
+		if !isUnpub {
+			n++
+			continue
+		}
+		if claimed != (st != Pending) {
+			t.Errorf("%+v (%v): SQL claimed=%v", f, st, claimed)
+		}
+		if claimed && s.leaseColumn() != "" && passed != (st == LeaseExpired) {
+			t.Errorf("%+v (%v): SQL lease passed=%v", f, st, passed)
+		}
+		unknown := (!claimed && unkPending) || (claimed && unkClaimed)
+		if unknown != s.Rules.Unknown(st, f) {
+			t.Errorf("%+v (%v): SQL unknown=%v, Rules.Unknown %v", f, st, unknown, !unknown)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 8*2*2*3*3*2*2 {
+		t.Fatalf("%d rows compared", n)
 	}
 }
