@@ -120,30 +120,61 @@ func insertEvents(t *testing.T, s *server, table, aggregate string, n int) []str
 // delete-after-insert outbox rides the same slot: its table stays empty
 // while the slot signals page.
 func TestDebeziumOutbox(t *testing.T) {
+	r := startDebeziumRig(t)
+	r.checkRunning(t)
+	written := r.checkStopped(t)
+	r.checkRestarted(t, written)
+	r.checkLost(t)
+}
+
+// debeziumRig is the pipeline of TestDebeziumOutbox: a server with both
+// outboxes, Debezium's Connect streaming from slot, the exporter's slot
+// and keeping-outbox collectors, a reader of the routed topics and the
+// audit of the orders topic. Its steps run in order on the same rig.
+type debeziumRig struct {
+	s       *server
+	slot    string
+	entries map[string]*config.CDC
+	c       *Collector
+	oc      *outbox.Collector
+	cn      *connect
+	reader  *topicReader
+	au      *audit.Auditor
+	orders  []string // ids written to the keeping outbox while Connect ran
+}
+
+// startDebeziumRig starts the pipeline and waits until Debezium has
+// created its slot and streams from it.
+func startDebeziumRig(t *testing.T) *debeziumRig {
 	b := kafkatest.Shared(t)
 	createTopics(t, b, "outbox.event.orders", "outbox.event.payments", "outbox.event.elsewhere")
 	s := startServer(t, cdctest.Options{WALSegmentMB: 1, Settings: map[string]string{"track_commit_timestamp": "on"}})
 	s.exec(t, outboxSchema)
-	const slot = "debezium_outbox"
-	entries := map[string]*config.CDC{"orders": {Database: "main", Slot: slot, Deadline: 2 * time.Second, Outbox: "outbox"}}
-	c := newCollector(s, entries)
-	oc := keptOutbox(s, c)
-	cn := newConnect(t, b, s.cluster.Port, "postgres", slot, []string{"public.outbox", "public.outbox_transient"})
-	cn.Start()
+	r := &debeziumRig{s: s, slot: "debezium_outbox"}
+	r.entries = map[string]*config.CDC{"orders": {Database: "main", Slot: r.slot, Deadline: 2 * time.Second, Outbox: "outbox"}}
+	r.c = newCollector(s, r.entries)
+	r.oc = keptOutbox(s, r.c)
+	r.cn = newConnect(t, b, s.cluster.Port, "postgres", r.slot, []string{"public.outbox", "public.outbox_transient"})
+	r.cn.Start()
 	waitFor(t, "Debezium creates its slot and streams from it", 3*time.Minute, func() (bool, string) {
-		m, err := collect(t, c)
+		m, err := collect(t, r.c)
 		if err != nil {
-			return false, err.Error() + "\n" + cn.Status(context.Background()) + "\n" + cn.Log()
+			return false, err.Error() + "\n" + r.cn.Status(context.Background()) + "\n" + r.cn.Log()
 		}
-		return m.get(t, "outbox_cdc_slot_active", "orders") == 1, cn.Status(context.Background()) + "\n" + cn.Log()
+		return m.get(t, "outbox_cdc_slot_active", "orders") == 1, r.cn.Status(context.Background()) + "\n" + r.cn.Log()
 	})
-	reader := readTopics(t, b, "outbox.event.orders", "outbox.event.payments", "outbox.event.elsewhere")
-	au := startAudit(t, s, b)
+	r.reader = readTopics(t, b, "outbox.event.orders", "outbox.event.payments", "outbox.event.elsewhere")
+	r.au = startAudit(t, s, b)
+	return r
+}
 
-	// Running: routed with ids, audited clean, lag ~0.
+// checkRunning: routed with ids, audited clean, lag ~0.
+func (r *debeziumRig) checkRunning(t *testing.T) {
+	s, au := r.s, r.au
 	orders := insertEvents(t, s, "outbox", "orders", 20)
 	payments := insertEvents(t, s, "outbox_transient", "payments", 10)
-	waitTopics(t, reader, cn, map[string][]string{"outbox.event.orders": orders, "outbox.event.payments": payments})
+	r.orders = orders
+	waitTopics(t, r.reader, r.cn, map[string][]string{"outbox.event.orders": orders, "outbox.event.payments": payments})
 	waitFor(t, "the audit judges every event and finds nothing wrong", time.Minute, func() (bool, string) {
 		if err := au.Compare(context.Background()); err != nil {
 			return false, err.Error()
@@ -161,33 +192,41 @@ func TestDebeziumOutbox(t *testing.T) {
 		st := au.Stats()
 		return st.Missing == 1 && st.Unmarked == 0, fmt.Sprintf("%+v", st)
 	})
-	waitCaughtUp(t, c, cn, "while Connect runs")
-	waitNonePending(t, c, oc, cn, "while Connect runs")
+	waitCaughtUp(t, r.c, r.cn, "while Connect runs")
+	waitNonePending(t, r.c, r.oc, r.cn, "while Connect runs")
+}
 
-	// Connect stopped: inactive, and the lag grows with the writes.
-	cn.Stop()
+// checkStopped: Connect stopped, inactive, and the lag grows with the
+// writes. It returns the ids written to the keeping outbox meanwhile.
+func (r *debeziumRig) checkStopped(t *testing.T) []string {
+	s, c := r.s, r.c
+	r.cn.Stop()
 	waitFor(t, "stopped connector's slot reads inactive", time.Minute, func() (bool, string) {
 		m, err := collect(t, c)
 		return err == nil && m.get(t, "outbox_cdc_slot_active", "orders") == 0, fmt.Sprint(m, err)
 	})
-	snaps, written := writeWhileStopped(t, s, c, slot, entries["orders"].Deadline)
+	snaps, written := writeWhileStopped(t, s, c, r.slot, r.entries["orders"].Deadline)
 	var rows int
 	if err := s.admin.QueryRow(context.Background(), `SELECT count(*) FROM outbox_transient`).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("the delete-after-insert outbox holds %d rows (%v)", rows, err)
 	}
-	checkAlertsOnStoppedConnector(t, entries, snaps)
+	checkAlertsOnStoppedConnector(t, r.entries, snaps)
 	// The keeping outbox: exactly the rows written while stopped are
 	// pending (all were committed after the slot's confirmed time, which
 	// the collections while caught up placed before the first of them).
-	if n, err := pendingRows(t, c, oc); err != nil || n != float64(len(written)) {
+	if n, err := pendingRows(t, c, r.oc); err != nil || n != float64(len(written)) {
 		t.Errorf("Connect stopped: %v rows of the keeping outbox pending (%v), want the %d written meanwhile", n, err, len(written))
 	}
+	return written
+}
 
-	// Restarted: ~0 again, and everything written meanwhile arrives.
-	cn.Start()
-	waitCaughtUp(t, c, cn, "after Connect restarted")
-	waitNonePending(t, c, oc, cn, "after Connect restarted")
-	waitTopics(t, reader, cn, map[string][]string{"outbox.event.orders": append(orders, written...)})
+// checkRestarted: ~0 again, and everything written meanwhile arrives.
+func (r *debeziumRig) checkRestarted(t *testing.T, written []string) {
+	au := r.au
+	r.cn.Start()
+	waitCaughtUp(t, r.c, r.cn, "after Connect restarted")
+	waitNonePending(t, r.c, r.oc, r.cn, "after Connect restarted")
+	waitTopics(t, r.reader, r.cn, map[string][]string{"outbox.event.orders": append(r.orders, written...)})
 	if err := au.Compare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,16 +234,19 @@ func TestDebeziumOutbox(t *testing.T) {
 		t.Errorf("after the restart the audit finds %+v; want only the event routed elsewhere missing", st)
 	}
 	t.Logf("duplicates after a graceful restart: %d", au.Stats().Duplicates)
+}
 
-	// Left behind past max_slot_wal_keep_size: lost.
-	cn.Stop()
+// checkLost: left behind past max_slot_wal_keep_size, the slot is lost.
+func (r *debeziumRig) checkLost(t *testing.T) {
+	s := r.s
+	r.cn.Stop()
 	s.exec(t, `ALTER SYSTEM SET max_slot_wal_keep_size = '2MB'`)
 	s.exec(t, `SELECT pg_reload_conf()`)
 	waitFor(t, "the slot's WAL is lost", 2*time.Minute, func() (bool, string) {
 		s.exec(t, `INSERT INTO outbox_transient (aggregatetype, aggregateid, type, payload) SELECT 'bulk', g::text, 'x', repeat(md5(g::text), 30) FROM generate_series(1, 2000) g`)
 		s.exec(t, `DELETE FROM outbox_transient`)
 		s.exec(t, `CHECKPOINT`)
-		m, err := collect(t, c)
+		m, err := collect(t, r.c)
 		if err != nil {
 			return false, err.Error()
 		}

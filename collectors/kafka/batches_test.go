@@ -68,23 +68,31 @@ func runScan(t *testing.T, rp *kmsg.FetchResponseTopicPartition, cursor int64, o
 	return hits, n, next
 }
 
-func TestScan(t *testing.T) {
-	cat := func(bs ...[]byte) []byte {
-		var out []byte
-		for _, b := range bs {
-			out = append(out, b...)
-		}
-		return out
+// catBatches lays record batches one after the other, as a fetch answer
+// holds them.
+func catBatches(bs ...[]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
 	}
-	for _, tc := range []struct {
-		name     string
-		rp       kmsg.FetchResponseTopicPartition
-		cursor   int64
-		asks     []int64
-		hits     []hit
-		answered int
-		next     int64
-	}{
+	return out
+}
+
+// scanCase is one fetch answer scanned from cursor for asks, with the
+// hits, the count answered and the next offset to read that it must give.
+type scanCase struct {
+	name     string
+	rp       kmsg.FetchResponseTopicPartition
+	cursor   int64
+	asks     []int64
+	hits     []hit
+	answered int
+	next     int64
+}
+
+// scanCases are the fetch answers of TestScan.
+func scanCases() []scanCase {
+	return []scanCase{
 		{
 			name:   "compacted batch: an asked offset with no record takes the next",
 			rp:     kmsg.FetchResponseTopicPartition{RecordBatches: encodeBatch(10, 0, -1, 1000, 1500, rec{0, 0, nil}, rec{2, 200, nil}, rec{5, 500, nil})},
@@ -109,7 +117,7 @@ func TestScan(t *testing.T) {
 		{
 			name: "aborted records and markers are not data; a commit marker does not end an abort",
 			rp: kmsg.FetchResponseTopicPartition{
-				RecordBatches: cat(
+				RecordBatches: catBatches(
 					encodeBatch(0, attrTxn, 7, 100, 100, rec{0, 0, nil}, rec{1, 0, nil}), // committed txn
 					marker(2, 7, false),
 					encodeBatch(3, attrTxn, 7, 300, 300, rec{0, 0, nil}, rec{1, 0, nil}), // aborted txn
@@ -130,7 +138,7 @@ func TestScan(t *testing.T) {
 		},
 		{
 			name: "a batch cut short by the size limit is not read",
-			rp: kmsg.FetchResponseTopicPartition{RecordBatches: cat(
+			rp: kmsg.FetchResponseTopicPartition{RecordBatches: catBatches(
 				encodeBatch(0, 0, -1, 100, 100, rec{0, 0, nil}),
 				encodeBatch(1, 0, -1, 200, 200, rec{0, 0, nil})[:30],
 			)},
@@ -138,7 +146,11 @@ func TestScan(t *testing.T) {
 			hits:     []hit{{0, 0, 100}},
 			answered: 1, next: 1,
 		},
-	} {
+	}
+}
+
+func TestScan(t *testing.T) {
+	for _, tc := range scanCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			hits, n, next := runScan(t, &tc.rp, tc.cursor, tc.asks...)
 			if n != tc.answered || next != tc.next || len(hits) != len(tc.hits) {

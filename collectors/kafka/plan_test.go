@@ -59,18 +59,21 @@ func runPlan(c *probeCache, g *groupState, v view, rule Uncommitted) (*lagPlan, 
 	return c.plan([]*groupState{g}, byGroup, v, rule, &partial), partial
 }
 
-// TestPlanKafkaErrorShapes feeds the planner answers in the shapes Apache
-// Kafka gives them: per-partition error codes in ListOffsets and
-// OffsetFetch, topic errors in Metadata, -1 offsets.
-func TestPlanKafkaErrorShapes(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		edit   func(v *view, g *groupState)
-		rule   Uncommitted
-		wantOK []bool   // per partition of "t" (3 partitions)
-		wants  []Want   // reads planned
-		errs   []string // substrings of partial errors, in order
-	}{
+// planCase is one answer shape: edit changes the default view and group
+// (3 partitions of "t", all listed and committed) into it.
+type planCase struct {
+	name   string
+	edit   func(v *view, g *groupState)
+	rule   Uncommitted
+	wantOK []bool   // per partition of "t" (3 partitions)
+	wants  []Want   // reads planned
+	errs   []string // substrings of partial errors, in order
+}
+
+// planErrorShapeCases are the answers in the shapes Apache Kafka gives
+// them, for TestPlanKafkaErrorShapes.
+func planErrorShapeCases() []planCase {
+	return []planCase{
 		{name: "all listed, all committed",
 			wantOK: []bool{true, true, true},
 			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 5}}},
@@ -136,35 +139,46 @@ func TestPlanKafkaErrorShapes(t *testing.T) {
 				}
 			},
 			wantOK: []bool{true, true, true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := planView("t", 3, []int64{0, 0, 0}, []int64{10, 10, 10})
-			g := planGroup("g", "t", map[int32]int64{0: 1, 1: 2, 2: 5})
-			if tc.edit != nil {
-				tc.edit(&v, g)
-			}
-			p, partial := runPlan(newProbeCache(), g, v, tc.rule)
-			if fmt.Sprint(p.wants) != fmt.Sprint(tc.wants) {
-				t.Errorf("wants %v, want %v", p.wants, tc.wants)
-			}
-			var ok []bool
-			for _, tp := range p.topics {
-				for _, pp := range tp.parts {
-					ok = append(ok, pp.ok)
-				}
-			}
-			if fmt.Sprint(ok) != fmt.Sprint(tc.wantOK) {
-				t.Errorf("partitions known %v, want %v", ok, tc.wantOK)
-			}
-			if len(partial) != len(tc.errs) {
-				t.Fatalf("errors %v, want %d: %v", errors.Join(partial...), len(tc.errs), tc.errs)
-			}
-			for i, e := range tc.errs {
-				if !strings.Contains(partial[i].Error(), e) {
-					t.Errorf("error %d %q, want %q", i, partial[i], e)
-				}
-			}
-		})
+	}
+}
+
+// TestPlanKafkaErrorShapes feeds the planner answers in the shapes Apache
+// Kafka gives them: per-partition error codes in ListOffsets and
+// OffsetFetch, topic errors in Metadata, -1 offsets.
+func TestPlanKafkaErrorShapes(t *testing.T) {
+	for _, tc := range planErrorShapeCases() {
+		t.Run(tc.name, func(t *testing.T) { checkPlanCase(t, tc) })
+	}
+}
+
+// checkPlanCase plans tc's shape and checks the reads planned, the
+// partitions known and the partial errors.
+func checkPlanCase(t *testing.T, tc planCase) {
+	v := planView("t", 3, []int64{0, 0, 0}, []int64{10, 10, 10})
+	g := planGroup("g", "t", map[int32]int64{0: 1, 1: 2, 2: 5})
+	if tc.edit != nil {
+		tc.edit(&v, g)
+	}
+	p, partial := runPlan(newProbeCache(), g, v, tc.rule)
+	if fmt.Sprint(p.wants) != fmt.Sprint(tc.wants) {
+		t.Errorf("wants %v, want %v", p.wants, tc.wants)
+	}
+	var ok []bool
+	for _, tp := range p.topics {
+		for _, pp := range tp.parts {
+			ok = append(ok, pp.ok)
+		}
+	}
+	if fmt.Sprint(ok) != fmt.Sprint(tc.wantOK) {
+		t.Errorf("partitions known %v, want %v", ok, tc.wantOK)
+	}
+	if len(partial) != len(tc.errs) {
+		t.Fatalf("errors %v, want %d: %v", errors.Join(partial...), len(tc.errs), tc.errs)
+	}
+	for i, e := range tc.errs {
+		if !strings.Contains(partial[i].Error(), e) {
+			t.Errorf("error %d %q, want %q", i, partial[i], e)
+		}
 	}
 }
 
