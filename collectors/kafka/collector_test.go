@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"sort"
 	"strings"
@@ -42,8 +40,6 @@ func kafkaCfg(brokers []string, groups ...string) *config.Kafka {
 	}
 }
 
-func kafkaQuiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // kafkaAdmin returns a client and admin client for seeding the cluster.
 func kafkaAdmin(t *testing.T, k *config.Kafka, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
 	t.Helper()
@@ -64,6 +60,18 @@ func kafkaCtx(t *testing.T) context.Context {
 
 // seedTopic creates topic with parts partitions and writes n records to
 // each, record i timestamped kafkaBase + i seconds.
+// seeded starts a kfake cluster of brokers nodes for group, with topic
+// events of parts partitions of ten records each, and returns it with
+// its config and the seeding clients.
+func seeded(t *testing.T, brokers int, group string, parts int32) (*kafkatest.Cluster, *config.Kafka, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	kc := kafkatest.New(t, brokers)
+	k := kafkaCfg(kc.Brokers(), group)
+	cl, adm := kafkaAdmin(t, k)
+	seedTopic(t, cl, adm, "events", parts, 10)
+	return kc, k, cl, adm
+}
+
 func seedTopic(t *testing.T, cl *kgo.Client, adm *kadm.Client, topic string, parts int32, n int) {
 	t.Helper()
 	ctx := kafkaCtx(t)
@@ -148,7 +156,7 @@ func scrape(t *testing.T, c *Collector, timeout time.Duration) (map[string]float
 
 func newKafka(t *testing.T, k *config.Kafka) *Collector {
 	t.Helper()
-	c, err := NewCollector("main", k, kafkaQuiet())
+	c, err := NewCollector("main", k, testutil.Quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,10 +337,7 @@ func cacheReadsOnlyMovedCommits(t *testing.T, e kenv) {
 // Empty, has 0 members and keeps its lag series; once the group is
 // deleted its series go.
 func TestKafkaEmptyGroupKeepsLagDeletedGroupGoes(t *testing.T) {
-	kc := kafkatest.New(t, 1)
-	k := kafkaCfg(kc.Brokers(), "search-index")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 2, 10)
+	_, k, _, adm := seeded(t, 1, "search-index", 2)
 
 	consumer, err := kafkaclient.New(k, kgo.ConsumerGroup("search-index"), kgo.ConsumeTopics("events"),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -634,10 +639,7 @@ func TestKafkaClusterDownAndBack(t *testing.T) {
 // the other partitions, Update errs); a broker that never answers cannot
 // hold Update past its deadline.
 func TestKafkaHungBrokerAndPartialFetch(t *testing.T) {
-	kc := kafkatest.New(t, 2)
-	k := kafkaCfg(kc.Brokers(), "search-index")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 4, 10)
+	kc, k, _, adm := seeded(t, 2, "search-index", 4)
 	commit(t, adm, "search-index", "events", map[int32]int64{0: 1, 1: 2, 2: 3, 3: 4})
 	leaders := map[int32]int32{}
 	for p := int32(0); p < 4; p++ {
@@ -706,10 +708,7 @@ func TestKafkaHungBrokerAndPartialFetch(t *testing.T) {
 // the last collection knew are still looked up, and Update reports the
 // partial failure.
 func TestKafkaListFailsOnOneBroker(t *testing.T) {
-	kc := kafkatest.New(t, 3)
-	k := kafkaCfg(kc.Brokers(), "/g.*/")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 1, 10)
+	kc, k, _, adm := seeded(t, 3, "/g.*/", 1)
 	for i := 0; i < 6; i++ {
 		commit(t, adm, fmt.Sprintf("g%d", i), "events", map[int32]int64{0: int64(i)})
 	}
@@ -741,10 +740,7 @@ func TestKafkaListFailsOnOneBroker(t *testing.T) {
 // TestKafkaDeletedTopic: commits left on a deleted topic give no series
 // and no error; the group's other topics are still collected.
 func TestKafkaDeletedTopic(t *testing.T) {
-	kc := kafkatest.New(t, 1)
-	k := kafkaCfg(kc.Brokers(), "search-index")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 1, 10)
+	_, k, cl, adm := seeded(t, 1, "search-index", 1)
 	seedTopic(t, cl, adm, "gone", 1, 10)
 	commit(t, adm, "search-index", "events", map[int32]int64{0: 8})
 	commit(t, adm, "search-index", "gone", map[int32]int64{0: 1})
@@ -767,22 +763,19 @@ func TestKafkaDeletedTopic(t *testing.T) {
 // Exporter, one of them down: only the down cluster's collector_success
 // is 0, and the other's series are all there.
 func TestKafkaUnreachableClusterFailsAlone(t *testing.T) {
-	up := kafkatest.New(t, 1)
-	k := kafkaCfg(up.Brokers(), "search-index")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 1, 10)
+	_, k, _, adm := seeded(t, 1, "search-index", 1)
 	commit(t, adm, "search-index", "events", map[int32]int64{0: 4})
 
 	down := kafkatest.New(t, 1)
 	kDown := kafkaCfg(down.Brokers(), "search-index")
 	down.Close()
 
-	cUp, err := NewCollector("up", k, kafkaQuiet())
+	cUp, err := NewCollector("up", k, testutil.Quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cUp.Close)
-	cDown, err := NewCollector("down", kDown, kafkaQuiet())
+	cDown, err := NewCollector("down", kDown, testutil.Quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -790,7 +783,7 @@ func TestKafkaUnreachableClusterFailsAlone(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	ms := collectors.NewExporter(kafkaQuiet(), cUp, cDown).Collect(ctx)
+	ms := collectors.NewExporter(testutil.Quiet(), cUp, cDown).Collect(ctx)
 	success := map[string]float64{}
 	lagSeries := map[string]float64{}
 	for _, m := range ms {

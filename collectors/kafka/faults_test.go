@@ -232,10 +232,7 @@ func TestKafkaAbortedRunKeepsCursor(t *testing.T) {
 // of the case (TestKafkaLeaderChangeOnApacheKafka) moves it between the
 // metadata and the read.
 func TestKafkaLeaderChangeDuringScrape(t *testing.T) {
-	kc := kafkatest.New(t, 2)
-	k := kafkaCfg(kc.Brokers(), "g")
-	cl, adm := kafkaAdmin(t, k)
-	seedTopic(t, cl, adm, "events", 1, 10)
+	kc, k, _, adm := seeded(t, 2, "g", 1)
 	commit(t, adm, "g", "events", map[int32]int64{0: 3})
 	from := kc.LeaderFor("events", 0)
 	to := int32(0)

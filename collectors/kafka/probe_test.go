@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 )
 
@@ -21,16 +20,6 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func client(t *testing.T, k *config.Kafka, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
-	t.Helper()
-	cl, err := kafkaclient.New(k, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl, kadm.NewClient(cl)
 }
 
 // produce writes n records to topic/partition in batches of batch,
@@ -103,7 +92,7 @@ func TestReadEveryCodec(t *testing.T) {
 	for name, codec := range codecs {
 		topic := "c-" + name
 		topics = append(topics, topic)
-		cl, adm := client(t, k, kgo.ProducerBatchCompression(codec))
+		cl, adm := kafkaAdmin(t, k, kgo.ProducerBatchCompression(codec))
 		if _, err := adm.CreateTopic(testCtx(t), 1, 1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
@@ -112,8 +101,8 @@ func TestReadEveryCodec(t *testing.T) {
 			wants = append(wants, Want{Topic: topic, Partition: 0, From: from})
 		}
 	}
-	_, adm := client(t, k)
-	rcl, _ := client(t, k)
+	_, adm := kafkaAdmin(t, k)
+	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
 	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, topics...), wants)
 	if err != nil {
@@ -141,7 +130,7 @@ func TestReadEveryCodec(t *testing.T) {
 func TestReadAfterRetentionAndLargeBatches(t *testing.T) {
 	kc := kafkatest.New(t, 1)
 	k := &config.Kafka{Brokers: kc.Brokers()}
-	cl, adm := client(t, k, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl, adm := kafkaAdmin(t, k, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if _, err := adm.CreateTopic(testCtx(t), 3, 1, nil, "big"); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +144,7 @@ func TestReadAfterRetentionAndLargeBatches(t *testing.T) {
 	produce(t, cl, "big", 1, 3, 3, 300<<10)
 	produce(t, cl, "big", 2, 3, 3, 300<<10)
 
-	rcl, _ := client(t, k)
+	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
 	wants := []Want{{"big", 0, 3}, {"big", 0, 14}, {"big", 1, 1}, {"big", 2, 2}}
 	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, "big"), wants)
@@ -175,12 +164,12 @@ func TestReadAfterRetentionAndLargeBatches(t *testing.T) {
 func TestReadUnknownPartition(t *testing.T) {
 	kc := kafkatest.New(t, 1)
 	k := &config.Kafka{Brokers: kc.Brokers()}
-	cl, adm := client(t, k)
+	cl, adm := kafkaAdmin(t, k)
 	if _, err := adm.CreateTopic(testCtx(t), 1, 1, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, cl, "t", 0, 5, 5, 10)
-	rcl, _ := client(t, k)
+	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
 	wants := []Want{{"t", 0, 2}, {"t", 7, 0}, {"missing", 0, 0}, {"t", 0, 2}}
 	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, "t"), wants)
