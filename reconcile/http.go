@@ -25,17 +25,14 @@ func (s *Scheduler) Handler() http.Handler {
 			if job == "" {
 				msg = "missing ?job=NAME; configured jobs: " + strings.Join(names, ", ")
 			}
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
+			httpjson.Write(w, http.StatusBadRequest, map[string]string{"error": msg})
 			return
 		}
 		last := s.Last(job)
 		if last == nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("reconcile job %q has not finished a run yet", job)})
+			httpjson.Write(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("reconcile job %q has not finished a run yet", job)})
 			return
 		}
-		writeJSON(w, http.StatusOK, last)
+		httpjson.Write(w, http.StatusOK, last)
 	})
 }
-
-// writeJSON answers with v as indented JSON.
-var writeJSON = httpjson.Write

@@ -19,7 +19,6 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
-	"github.com/outbox-exporter/outbox_exporter/internal/httpjson"
 	"github.com/outbox-exporter/outbox_exporter/web/history"
 )
 
@@ -266,9 +265,6 @@ func (s *Server) keepFresh(ctx context.Context) {
 		}
 	}
 }
-
-// writeJSON answers with v as indented JSON.
-var writeJSON = httpjson.Write
 
 // apiError is the body of every failed API answer.
 type apiError struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
+	"github.com/outbox-exporter/outbox_exporter/internal/httpjson"
 )
 
 // stuckLimit is how many rows the page shows per outbox; stuckDefault and
@@ -25,7 +26,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/reconcile", func(w http.ResponseWriter, r *http.Request) {
 		a := s.App()
 		if a == nil {
-			writeJSON(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
+			httpjson.Write(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
 			return
 		}
 		a.Reconcile.Handler().ServeHTTP(w, r)
@@ -44,7 +45,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
 	a := s.App()
 	if a == nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
+		httpjson.Write(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
 		return
 	}
 	name := r.URL.Query().Get("outbox")
@@ -52,7 +53,7 @@ func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
 		if names := a.OutboxNames(); len(names) == 1 {
 			name = names[0]
 		} else {
-			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("missing ?outbox=NAME; configured outboxes: %v", names)})
+			httpjson.Write(w, http.StatusBadRequest, apiError{fmt.Sprintf("missing ?outbox=NAME; configured outboxes: %v", names)})
 			return
 		}
 	}
@@ -60,13 +61,13 @@ func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxStuckLimit {
-			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("limit %q is not a whole number from 1 to %d", v, maxStuckLimit)})
+			httpjson.Write(w, http.StatusBadRequest, apiError{fmt.Sprintf("limit %q is not a whole number from 1 to %d", v, maxStuckLimit)})
 			return
 		}
 		limit = n
 	}
 	if _, ok := a.Config.Outboxes[name]; !ok {
-		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
+		httpjson.Write(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ScrapeTimeout)
@@ -74,22 +75,22 @@ func (s *Server) serveStuck(w http.ResponseWriter, r *http.Request) {
 	release := s.gate.acquire(ctx, a, name, false)
 	if release == nil {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusTooManyRequests, apiError{fmt.Sprintf("another request is reading the stuck rows of outbox %q; try again in a moment", name)})
+		httpjson.Write(w, http.StatusTooManyRequests, apiError{fmt.Sprintf("another request is reading the stuck rows of outbox %q; try again in a moment", name)})
 		return
 	}
 	rows, err := a.Stuck(ctx, name, limit)
 	release()
 	switch {
 	case errors.Is(err, app.ErrUnknownOutbox):
-		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
+		httpjson.Write(w, http.StatusNotFound, apiError{fmt.Sprintf("outbox %q is not configured; configured outboxes: %v", name, a.OutboxNames())})
 	case err != nil:
 		// A database error may quote row data ("invalid input syntax for
 		// type integer: ..."): the answer names only where to look.
 		id := errorID()
 		s.log.Error("stuck rows", "outbox", name, "error_id", id, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, apiError{fmt.Sprintf("stuck rows of outbox %q unavailable; the exporter's log has the error, id %s", name, id)})
+		httpjson.Write(w, http.StatusServiceUnavailable, apiError{fmt.Sprintf("stuck rows of outbox %q unavailable; the exporter's log has the error, id %s", name, id)})
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"outbox": name, "rows": rows})
+		httpjson.Write(w, http.StatusOK, map[string]any{"outbox": name, "rows": rows})
 	}
 }
 
