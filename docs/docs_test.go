@@ -96,7 +96,8 @@ var (
 
 // documentedKeys reads configuration.md: a level-2 heading `SECTION`
 // opens a section (any other level-2 heading closes it), and each table
-// row in it whose first cell is a backticked key documents SECTION.key.
+// row in it whose first cell is a backticked key documents SECTION.key,
+// with three cells: key, default, meaning.
 func documentedKeys(t *testing.T, path string) map[string]int {
 	t.Helper()
 	keys := map[string]int{}
@@ -113,6 +114,10 @@ func documentedKeys(t *testing.T, path string) map[string]int {
 		}
 		if m := rowRe.FindStringSubmatch(line); m != nil && section != "" {
 			keys[join(section, m[1])] = n
+			cells := strings.Split(strings.ReplaceAll(line, `\|`, ""), "|")
+			if len(cells) != 5 || strings.TrimSpace(cells[3]) == "" {
+				t.Errorf("%s:%d: a key row has three cells: key, default, meaning", path, n)
+			}
 		}
 	})
 	return keys
@@ -125,8 +130,8 @@ type metricRow struct {
 }
 
 // documentedMetrics reads metrics.md: each table row whose first cell is
-// a backticked outbox_* name documents that metric; its third cell lists
-// the labels.
+// a backticked outbox_* name documents that metric, with five cells:
+// name, type, labels, meaning, what it cannot see.
 func documentedMetrics(t *testing.T, path string) map[string]metricRow {
 	t.Helper()
 	rows := map[string]metricRow{}
@@ -135,10 +140,13 @@ func documentedMetrics(t *testing.T, path string) map[string]metricRow {
 		if m == nil || !strings.HasPrefix(m[1], "outbox_") {
 			return
 		}
-		cells := strings.Split(line, "|")
-		if len(cells) < 5 {
-			t.Errorf("%s:%d: a metric row needs the cells metric, type, labels, meaning", path, n)
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, ""), "|")
+		if len(cells) != 7 || strings.TrimSpace(cells[4]) == "" {
+			t.Errorf("%s:%d: a metric row has five cells: metric, type, labels, meaning, what it cannot see", path, n)
 			return
+		}
+		if typ := strings.TrimSpace(cells[2]); !slices.Contains([]string{"gauge", "counter", "histogram", "summary"}, typ) {
+			t.Errorf("%s:%d: %s has the type %q, not gauge, counter, histogram or summary", path, n, m[1], typ)
 		}
 		rows[m[1]] = metricRow{line: n, labels: cells[3]}
 	})
