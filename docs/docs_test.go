@@ -184,7 +184,8 @@ func TestEveryConfigKeyDocumented(t *testing.T) {
 	t.Logf("%d keys accepted, %d rows documented", len(leaves(all)), len(doc))
 	for _, k := range leaves(all) {
 		if _, ok := doc[k]; !ok {
-			t.Errorf("config key %s is accepted by the loader but has no row in docs/configuration.md (add `%s` to the table under its section's heading)", k, k[strings.LastIndex(k, ".")+1:])
+			section, key := splitKey(k)
+			t.Errorf("config key %s is accepted by the loader but has no row in docs/configuration.md (add a row `%s` to the table under the heading %s)", k, key, section)
 		}
 	}
 	for k, line := range doc {
@@ -192,6 +193,18 @@ func TestEveryConfigKeyDocumented(t *testing.T) {
 			t.Errorf("docs/configuration.md:%d documents %s, a key the loader does not accept", line, k)
 		}
 	}
+}
+
+// splitKey is where a key is documented: the heading of its section and
+// the key relative to it (kafka.NAME.tls.ca_file: `kafka.NAME`, tls.ca_file).
+func splitKey(k string) (section, key string) {
+	if i := strings.LastIndex(k, ".NAME."); i >= 0 {
+		return "`" + k[:i+len(".NAME")] + "`", k[i+len(".NAME."):]
+	}
+	if before, after, ok := strings.Cut(k, "."); ok {
+		return "`" + before + "`", after
+	}
+	return "Top-level keys", k
 }
 
 var (
