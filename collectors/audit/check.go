@@ -168,7 +168,7 @@ func (p planNode) seqScan() bool {
 
 // Check verifies an audit: what its configuration lets it see, the
 // indexes its query ranges over, and that the ids on the topics are ids
-// of the table, written the same way (item 11): it reads the last
+// of the table, written the same way: it reads the last
 // records of each topic partition, looks each id up in the table, and
 // names the likely mismatch when few are found.
 func Check(ctx context.Context, pool *pgxpool.Pool, k *config.Kafka, name string, a *config.Audit, o *config.Outbox) (*CheckReport, error) {
