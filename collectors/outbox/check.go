@@ -39,18 +39,14 @@ func (r *CheckReport) add(ok bool, what, format string, args ...any) {
 	r.Items = append(r.Items, CheckItem{What: what, OK: ok, Detail: fmt.Sprintf(format, args...)})
 }
 
-// Text renders the report for a person at a terminal.
-func (r *CheckReport) Text() string {
-	var b strings.Builder
-	checktext.Render(&b, fmt.Sprintf("outbox %s (table %s)", r.Outbox, r.Table), r.OK, r.Items, r.Notes)
-	if len(r.Statements) > 0 {
-		b.WriteString("  create these indexes (they do not block writes):\n")
-		for _, s := range r.Statements {
-			fmt.Fprintf(&b, "    %s\n", s)
-		}
-	}
-	return b.String()
+// Report is the report in the form every check prints.
+func (r *CheckReport) Report() checktext.Report {
+	return checktext.Report{Heading: fmt.Sprintf("outbox %s (table %s)", r.Outbox, r.Table),
+		OK: r.OK, Items: r.Items, Notes: r.Notes, Statements: r.Statements}
 }
+
+// Text renders the report for a person at a terminal.
+func (r *CheckReport) Text() string { return r.Report().String() }
 
 // columnNeed is what a configured column must be.
 type columnNeed struct {
