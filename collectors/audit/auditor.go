@@ -1,32 +1,3 @@
-// Package audit compares what an outbox says with what its topics hold,
-// for a consistent sample of event ids (seed 000, section 3): rows marked
-// published whose event never reached the broker (silent loss), rows still
-// unpublished whose event is already there (a lost acknowledgement; a
-// retry will duplicate), and events published more than once.
-//
-// The broker side is a tailer: a kgo consumer with no group and no
-// commits that starts one window back and keeps a 60-bit fingerprint of
-// every sampled id it sees, by record timestamp, for one window (see
-// window: 6 bytes per id once its minute is sealed, about 8–9 bytes
-// resident). Record values are read only to find a json:FIELD id and are
-// never kept or logged.
-//
-// The outbox side is a query, every 30 s, of the sampled rows in scope
-// (id, state, published_at; no body): rows published inside the span the
-// topics and the tailer cover, every unpublished row, and recent dead
-// rows, streamed and judged row by row by Judge (comparison.go). Both
-// sides sample with the same function: MD5 of the id's text, in SQL
-// md5(id::text), so the filter runs in PostgreSQL and only sampled rows
-// travel. The id's text must be the same on both sides (id::text in the
-// table, the header, key or JSON value on the topic); when it plainly is
-// not, the audit says so instead of reporting loss (mismatch.go).
-//
-// Files: auditor.go (the type, start and stop), tailer.go (reading the
-// topics), coverage.go (what span the topics still hold), comparison.go
-// (judging the rows), mismatch.go, outbox.go (the query), window.go.
-//
-// After a restart the window is re-read from the topics, so the findings
-// are the same; counters count from the start only (see Start).
 package audit
 
 import (

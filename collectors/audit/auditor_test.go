@@ -191,7 +191,7 @@ func (f *fixture) seed(n int, now time.Time) *scenario {
 		s.notJudged = append(s.notJudged, id)
 		// Pending, not on the topic: consistent.
 		f.row(fmt.Sprintf("pending-%d", i), "PENDING", ago(5*time.Minute), nil)
-		// Dead and on the topic: reported (item 12).
+		// Dead and on the topic: reported (a dead row whose event reached the broker anyway).
 		id = fmt.Sprintf("dead-%d", i)
 		f.row(id, "ABANDONED", ago(15*time.Minute), nil)
 		recs = append(recs, rec("messages", p, id, ago(10*time.Minute)))

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/checktext"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
@@ -48,29 +49,17 @@ func (r *CheckReport) add(level, what, format string, args ...any) {
 	}
 }
 
-// Text renders the report for a person at a terminal.
-func (r *CheckReport) Text() string {
-	var b strings.Builder
-	verdict := "OK"
-	if !r.OK {
-		verdict = "NOT OK"
+// Report is the report in the form every check prints.
+func (r *CheckReport) Report() checktext.Report {
+	items := make([]checktext.Item, len(r.Items))
+	for i, it := range r.Items {
+		items[i] = checktext.Item{What: it.What, OK: it.Level != CheckFail, Warn: it.Level == CheckWarn, Detail: it.Detail}
 	}
-	fmt.Fprintf(&b, "audit %s: %s\n", r.Audit, verdict)
-	for _, it := range r.Items {
-		fmt.Fprintf(&b, "  %-4s %s", it.Level, it.What)
-		if it.Detail != "" {
-			fmt.Fprintf(&b, ": %s", it.Detail)
-		}
-		b.WriteString("\n")
-	}
-	if len(r.Statements) > 0 {
-		b.WriteString("  create these indexes (they do not block writes):\n")
-		for _, s := range r.Statements {
-			fmt.Fprintf(&b, "    %s\n", s)
-		}
-	}
-	return b.String()
+	return checktext.Report{Heading: "audit " + r.Audit, OK: r.OK, Items: items, Statements: r.Statements}
 }
+
+// Text renders the report for a person at a terminal.
+func (r *CheckReport) Text() string { return r.Report().String() }
 
 // checkConfig judges what the configuration alone lets the audit see.
 func checkConfig(r *CheckReport, a *config.Audit, o *config.Outbox) {
@@ -168,7 +157,7 @@ func (p planNode) seqScan() bool {
 
 // Check verifies an audit: what its configuration lets it see, the
 // indexes its query ranges over, and that the ids on the topics are ids
-// of the table, written the same way (item 11): it reads the last
+// of the table, written the same way: it reads the last
 // records of each topic partition, looks each id up in the table, and
 // names the likely mismatch when few are found.
 func Check(ctx context.Context, pool *pgxpool.Pool, k *config.Kafka, name string, a *config.Audit, o *config.Outbox) (*CheckReport, error) {

@@ -1,91 +1,207 @@
 package audit
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
 
-// Class is what the outbox says about a row.
-type Class uint8
+	"github.com/jackc/pgx/v5"
 
-// Row classes, as the outbox query returns them.
-const (
-	Unpublished Class = iota
-	Published
-	Dead
-	// Ignored: a status listed nowhere in the configuration; not judged.
-	Ignored
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
-// String names the class in API answers.
-func (c Class) String() string {
-	switch c {
-	case Published:
-		return "published"
-	case Dead:
-		return "dead"
-	case Ignored:
-		return "ignored"
+func (a *Auditor) compareLoop(ctx context.Context) {
+	for {
+		// Until the first comparison, look every second whether the
+		// window has been read, so the gauges appear soon after a start.
+		wait := a.interval
+		if !a.Stats().Compared {
+			wait = min(wait, time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if !a.Ready() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.interval)
+		if err := a.Compare(cctx); err != nil && ctx.Err() == nil {
+			a.logger.Error("compare outbox with topics", "err", err)
+		}
+		cancel()
 	}
-	return "unpublished"
 }
 
-// Observation is one sampled outbox row next to what the topics hold for
-// its id.
-type Observation struct {
-	ID    string
-	Class Class
-	// MarkedAt is when the row was marked published: its published_at, or,
-	// without that column, when this process first saw it published.
-	MarkedAt time.Time
-	// OnTopic reports whether a record with the id is in the window;
-	// OnTopicAt is the latest time the earliest such record can carry.
-	OnTopic   bool
-	OnTopicAt time.Time
+// Compare judges the sampled rows in scope now. Before the tailer has
+// read the window it judges nothing and returns nil. It first waits until
+// the tailer has read every record the topics held when it began, so a
+// tailer that fell behind makes it fail (and keep the last findings)
+// rather than report the records it has not read yet as lost.
+func (a *Auditor) Compare(ctx context.Context) error {
+	a.cmpMu.Lock()
+	defer a.cmpMu.Unlock()
+	if !a.Ready() {
+		return nil
+	}
+	if a.pool == nil {
+		return fmt.Errorf("compare outbox %q: no database pool", a.name)
+	}
+	err := a.compare(ctx)
+	a.mu.Lock()
+	a.cmpErr = err
+	a.mu.Unlock()
+	return err
 }
 
-// Verdict is the audit's judgement of one row.
-type Verdict uint8
+type outboxRow struct {
+	id          string
+	class       Class
+	publishedAt *time.Time
+	createdAt   time.Time
+}
 
-// Verdicts. NotJudged rows are inside grace or not comparable (dead).
-const (
-	NotJudged Verdict = iota
-	Consistent
-	MissingInBroker
-	UnmarkedInBroker
-	// DeadInBroker: a row given up as dead whose event is on the topics
-	// anyway: consumers applied an event the outbox says was abandoned.
-	DeadInBroker
-)
+// judging is one comparison in progress.
+type judging struct {
+	at        time.Time
+	from      time.Time // rows published before are out of scope
+	res       *result
+	checked   uint64
+	firstSeen map[string]time.Time
+	probe     *matchProbe
+}
 
-// Judge compares one sampled row with the topics at time now. A published
-// row is judged grace after it was marked: missing if its id is not on the
-// topics by then (silent loss). An unpublished row is judged grace after
-// its id reached the topics: unmarked if still unpublished then (the
-// acknowledgement was lost; a retry will duplicate). A dead row whose id
-// is on the topics is reported at once (dead is final; the event went
-// out although the outbox gave it up); a dead row not on the topics is
-// what the outbox collector reports.
-func Judge(o Observation, now time.Time, grace time.Duration) Verdict {
-	switch o.Class {
-	case Published:
-		if o.MarkedAt.IsZero() || now.Sub(o.MarkedAt) < grace {
-			return NotJudged
-		}
-		if o.OnTopic {
-			return Consistent
-		}
-		return MissingInBroker
-	case Unpublished:
-		if !o.OnTopic {
-			return Consistent
-		}
-		if now.Sub(o.OnTopicAt) < grace {
-			return NotJudged
-		}
-		return UnmarkedInBroker
-	case Dead:
-		if o.OnTopic {
-			return DeadInBroker
-		}
-		return Consistent
+// compare streams the rows in scope and judges each as it arrives, so its
+// memory is the findings, not the rows.
+func (a *Auditor) compare(ctx context.Context) error {
+	at := a.clock()
+	if err := a.waitCaughtUp(ctx); err != nil {
+		return fmt.Errorf("compare outbox %q: %w", a.name, err)
 	}
-	return NotJudged
+	a.mu.Lock()
+	start := at.Add(-a.cfg.Window)
+	if tf := time.UnixMilli(a.tailerFrom()); tf.After(start) {
+		start = tf
+	}
+	recent := a.recent
+	a.mu.Unlock()
+	j := &judging{at: at, from: start.Add(a.cfg.Grace), res: &result{at: at, span: max(at.Sub(start), 0)},
+		firstSeen: map[string]time.Time{}}
+	j.probe = newMatchProbe(recent[:], j.from.UnixMilli(), at.Add(-a.cfg.Grace).UnixMilli())
+	err := pg.ReadOnly(ctx, a.pool, func(tx pgx.Tx) error {
+		var args []any
+		if strings.Contains(a.query, "$1") {
+			args = append(args, j.from)
+		}
+		rows, err := tx.Query(ctx, a.query, args...)
+		if err != nil {
+			return fmt.Errorf("query outbox %q: %w", a.name, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r outboxRow
+			var class int32
+			if err := rows.Scan(&r.id, &class, &r.publishedAt, &r.createdAt); err != nil {
+				return fmt.Errorf("read outbox %q: %w", a.name, err)
+			}
+			r.class = Class(class)
+			a.judge(j, r)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read outbox %q: %w", a.name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	j.res.match = j.probe.stats
+	j.res.mismatch = j.probe.verdict()
+	a.firstSeen = j.firstSeen
+	a.checkedUpTo = at
+	if m := j.res.mismatch; m != "" && m != a.mismatchLog {
+		a.logger.Warn("audit ids do not match: the missing count is withheld", "mismatch", m)
+	}
+	a.mismatchLog = j.res.mismatch
+	sortFindings(j.res.missing)
+	sortFindings(j.res.unmarked)
+	sortFindings(j.res.dead)
+	a.mu.Lock()
+	a.result = j.res
+	a.checked += j.checked
+	a.mu.Unlock()
+	return nil
+}
+
+// judge compares one row with the window and adds it to the findings.
+func (a *Auditor) judge(j *judging, r outboxRow) {
+	h, fp := Digest([]byte(r.id))
+	if !a.sampler.Sampled(h) {
+		return
+	}
+	a.mu.Lock()
+	end, onTopic := a.win.lookup(fp)
+	a.mu.Unlock()
+	o := Observation{ID: r.id, Class: r.class, OnTopic: onTopic}
+	if onTopic {
+		o.OnTopicAt = time.UnixMilli(end)
+	}
+	if r.class == Published {
+		if r.publishedAt != nil {
+			o.MarkedAt = *r.publishedAt
+		} else {
+			// Without published_at, a row counts as marked when this
+			// process first saw it published; kept only while absent.
+			o.MarkedAt = j.at
+			if t, ok := a.firstSeen[r.id]; ok {
+				o.MarkedAt = t
+			}
+			if !onTopic {
+				j.firstSeen[r.id] = o.MarkedAt
+			}
+		}
+	}
+	if judged := r.createdAt.Add(a.cfg.Grace); judged.After(a.checkedUpTo) && !judged.After(j.at) {
+		j.checked++
+	}
+	v := Judge(o, j.at, a.cfg.Grace)
+	j.probe.row(r.id, r.class, v)
+	res := j.res
+	switch v {
+	case MissingInBroker:
+		res.nMissing++
+		if len(res.missing) < MaxFindings {
+			res.missing = append(res.missing, finding(r, o))
+		}
+	case UnmarkedInBroker:
+		res.nUnmark++
+		if len(res.unmarked) < MaxFindings {
+			res.unmarked = append(res.unmarked, finding(r, o))
+		}
+	case DeadInBroker:
+		res.nDead++
+		if len(res.dead) < MaxFindings {
+			res.dead = append(res.dead, finding(r, o))
+		}
+	}
+}
+
+func finding(r outboxRow, o Observation) Finding {
+	f := Finding{ID: r.id, State: r.class.String(), CreatedAt: r.createdAt.UTC()}
+	if r.publishedAt != nil {
+		t := r.publishedAt.UTC()
+		f.PublishedAt = &t
+	}
+	if o.OnTopic {
+		t := o.OnTopicAt.UTC()
+		f.OnTopicBy = &t
+	}
+	return f
+}
+
+func sortFindings(fs []Finding) {
+	sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
 }

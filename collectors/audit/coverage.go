@@ -13,7 +13,7 @@ import (
 // Coverage: the span of record time in which the tailer has seen every
 // record the relays wrote. A row is judged missing only if its record
 // would fall inside it; otherwise retention or compaction, not the relay,
-// may be why the id is absent (issue 14, item 9).
+// may be why the id is absent.
 //
 // Per partition, at start:
 //   - records up to one window back are retained (the first record at or
@@ -269,7 +269,7 @@ func (a *Auditor) caughtUp(ends map[topicPartition]int64) (bool, int64) {
 
 // waitCaughtUp lists the last stable offsets and waits until the tailer
 // has read up to them, so that every record written before the call is
-// in the window when rows are judged (the tailer's reading, item 9).
+// in the window when rows are judged (the tailer's reading).
 func (a *Auditor) waitCaughtUp(ctx context.Context) error {
 	adm := kadm.NewClient(a.client)
 	ends, err := adm.ListCommittedOffsets(ctx, a.cfg.Topics...)

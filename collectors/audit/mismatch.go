@@ -7,7 +7,7 @@ import (
 
 // An id written differently on the two sides (case, quotes, a UUID
 // without dashes, a prefix) turns every judged published row into
-// "missing": thousands of false silent losses (issue 14, item 11). A real
+// "missing": thousands of false silent losses. A real
 // loss and a mismatch differ in what the topics hold: after a real loss
 // the topics' recent ids are still rows of the outbox; after a mismatch
 // none of them is. So each comparison also looks up the tailer's recent

@@ -25,7 +25,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
 
-// The audit oracle (issue 14): every generated history (oracle_gen_test.go)
+// The audit oracle: every generated history (oracle_history_test.go)
 // is run through real auditors, and every audit series and finding is
 // compared, at every comparison, with a brute-force computation over a
 // full read of the topics and the whole table, by the rules as the README

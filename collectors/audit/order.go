@@ -15,10 +15,11 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
-// Order inversions as consumers saw them (seed 000, section four): the
-// records of one aggregate on one partition, in offset order, with a
-// lower sequence after a higher one. E10 reaching the broker before E9 is
-// one inversion when E9 arrives. A gap (9 then 11) is not one, and a
+// Order inversions as consumers saw them: the records of one aggregate
+// on one partition, in offset order, with a lower sequence after a higher
+// one. Two relays that each claim one of an aggregate's events (E9 and
+// E10) publish them in whichever order their transactions finish; E10
+// reaching the broker before E9 is one inversion when E9 arrives. A gap (9 then 11) is not one, and a
 // repeat of the highest sequence (a duplicate publish) is not one either:
 // outbox_audit_duplicates_total sees those.
 //
@@ -50,7 +51,7 @@ const MaxInversions = 100
 
 var auditInversionsDesc = prometheus.NewDesc(
 	"outbox_audit_order_inversions_total",
-	"Records of one aggregate seen on a partition with a lower sequence after a higher one, counted from the exporter's start: consumers applied them out of order (seed 000, E9/E10). /api/v1/audit?outbox= lists the last ones.",
+	"Records of one aggregate seen on a partition with a lower sequence after a higher one, counted from the exporter's start: a consumer applying them in arrival order applied an older event after a newer one. /api/v1/audit?outbox= lists the last ones.",
 	[]string{"outbox"}, nil)
 
 // Inversion is one record that arrived after a higher sequence of its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,7 +24,10 @@ type CheckReport struct {
 	// Notes are what the exporter cannot see with this server's
 	// settings; they do not fail the check.
 	Notes []string
-	OK    bool
+	// Statements are the CREATE INDEX statements the linked outbox's
+	// reads behind the slot want.
+	Statements []string
+	OK         bool
 }
 
 func (r *CheckReport) add(ok bool, what, format string, args ...any) {
@@ -35,12 +37,14 @@ func (r *CheckReport) add(ok bool, what, format string, args ...any) {
 	}
 }
 
-// Text renders the report for a person at a terminal.
-func (r *CheckReport) Text() string {
-	var b strings.Builder
-	checktext.Render(&b, fmt.Sprintf("cdc %s (slot %s)", r.CDC, r.Slot), r.OK, r.Items, r.Notes)
-	return b.String()
+// Report is the report in the form every check prints.
+func (r *CheckReport) Report() checktext.Report {
+	return checktext.Report{Heading: fmt.Sprintf("cdc %s (slot %s)", r.CDC, r.Slot),
+		OK: r.OK, Items: r.Items, Notes: r.Notes, Statements: r.Statements}
 }
+
+// Text renders the report for a person at a terminal.
+func (r *CheckReport) Text() string { return r.Report().String() }
 
 // serverFacts are the settings check reads besides the slot.
 type serverFacts struct {
@@ -119,8 +123,10 @@ func checkCreatedIndex(ctx context.Context, db pg.Beginner, r *CheckReport, outb
 	case !exists:
 		r.add(false, "index on created_at", "table %s of outbox %s does not exist", o.Table, outbox)
 	case index == nil:
-		r.add(false, "index on created_at", "no index of %s leads with %s: the rows behind the slot would be read by scanning the table at every collection; create one: CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);",
-			o.Table, o.CreatedAt, pg.Ident("outbox_exporter_"+outbox+"_behind"), pg.Table(o.Table), pg.Ident(o.CreatedAt))
+		r.add(false, "index on created_at", "no index of %s leads with %s: the rows behind the slot would be read by scanning the table at every collection",
+			o.Table, o.CreatedAt)
+		r.Statements = append(r.Statements, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);",
+			pg.Ident("outbox_exporter_"+outbox+"_behind"), pg.Table(o.Table), pg.Ident(o.CreatedAt)))
 	default:
 		r.add(true, "index on created_at", "%s: the rows behind the slot are a range of it", *index)
 	}

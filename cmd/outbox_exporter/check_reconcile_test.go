@@ -55,8 +55,8 @@ reconcile:
 	// The indexes it asked for serve every query; a sweep would still read
 	// the heap for versions and created_at, which a hint (not a failure)
 	// says.
-	authorityHint := "HINT a full sweep reads a heap page of authority public.messages for each row: an index on (id) INCLUDE (version, created_at)"
-	targetHint := "HINT a full sweep reads a heap page of target public.search_index for each row: an index on (message_id) INCLUDE (version)"
+	authorityHint := "note a full sweep reads a heap page of authority public.messages for each row: an index on (id) INCLUDE (version, created_at)"
+	targetHint := "note a full sweep reads a heap page of target public.search_index for each row: an index on (message_id) INCLUDE (version)"
 	if !strings.Contains(out, authorityHint) || !strings.Contains(out, targetHint) {
 		t.Fatalf("check without covering indexes: no hints\n%s", out)
 	}
@@ -73,7 +73,7 @@ reconcile:
 	// worth a hint, a version that is no integer and keys that cannot be
 	// compared are failures.
 	db.Exec(t, `ALTER TABLE search_index ALTER COLUMN version DROP NOT NULL`)
-	if code, out := runCheck(); code != 0 || !strings.Contains(out, "HINT target table public.search_index column version may be NULL") {
+	if code, out := runCheck(); code != 0 || !strings.Contains(out, "note target table public.search_index column version may be NULL") {
 		t.Fatalf("check with a NULL-able version: exit %d\n%s", code, out)
 	}
 	db.Exec(t, `ALTER TABLE messages ALTER COLUMN version TYPE numeric`)

@@ -1,16 +1,14 @@
-package main
+package reconcile
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/checktext"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
@@ -40,7 +38,8 @@ const (
 	roleTime
 )
 
-func reconcileNeeds(job string, r *config.ReconcileJob, cfg *config.Config) []reconcileNeed {
+// reconcileNeeds lists the tables job r reads and what each must hold.
+func reconcileNeeds(r *config.ReconcileJob, cfg *config.Config) []reconcileNeed {
 	a := r.Authority
 	auth := reconcileNeed{side: "authority", database: a.Database, table: a.Table,
 		columns: []string{a.Key, a.Version, a.CreatedAt}, indexes: [][]string{{a.Key}, {a.CreatedAt}},
@@ -173,87 +172,90 @@ func keysCompatible(keys map[string]string) []string {
 	return out
 }
 
-// checkReconcile verifies each reconcile job's tables, columns and the
-// indexes its queries seek by, printing the CREATE INDEX statements it
-// wants. It reports whether everything holds.
-func checkReconcile(ctx context.Context, w io.Writer, cfg *config.Config, pools map[string]*pgxpool.Pool) bool {
-	ok := true
-	for _, job := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
-		var problems, statements, hints []string
-		keys := map[string]string{}
-		for _, n := range reconcileNeeds(job, cfg.Reconcile[job], cfg) {
-			pool := pools[n.database]
-			have, err := readColumns(ctx, pool, n.table)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s table %s: %v", n.side, n.table, err))
-				continue
-			}
-			if len(have) == 0 {
-				problems = append(problems, fmt.Sprintf("%s table %s does not exist (or this user may not see it)", n.side, n.table))
-				continue
-			}
-			for _, c := range n.columns {
-				col, ok := have[c]
-				if !ok {
-					problems = append(problems, fmt.Sprintf("%s table %s has no column %s", n.side, n.table, c))
-					continue
-				}
-				if n.roles[c] == roleKey {
-					keys[n.side] = col.typ
-				}
-				problem, hint := checkColumn(n.side, n.table, c, n.roles[c], col)
-				if problem != "" {
-					problems = append(problems, problem)
-				}
-				if hint != "" {
-					hints = append(hints, hint)
-				}
-			}
-			for _, cols := range n.indexes {
-				var exists bool
-				if err := hasIndex(ctx, pool, n.table, cols, []string{}, &exists); err != nil {
-					problems = append(problems, fmt.Sprintf("%s table %s: look up indexes: %v", n.side, n.table, err))
-					continue
-				}
-				if !exists {
-					quoted := make([]string, len(cols))
-					for i, c := range cols {
-						quoted[i] = pg.Ident(c)
-					}
-					name := "outbox_exporter_" + job + "_" + n.side + "_" + strings.Join(cols, "_")
-					problems = append(problems, fmt.Sprintf("%s table %s has no index leading with (%s)", n.side, n.table, strings.Join(cols, ", ")))
-					statements = append(statements, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);",
-						pg.Ident(name), pg.Table(n.table), strings.Join(quoted, ", ")))
-				}
-			}
-			if h := coverHint(ctx, pool, n); h != "" {
-				hints = append(hints, h)
-			}
-		}
-		problems = append(problems, keysCompatible(keys)...)
-		if len(problems) == 0 {
-			fmt.Fprintf(w, "reconcile %s: OK\n", job)
-			for _, h := range hints {
-				fmt.Fprintf(w, "  HINT %s\n", h)
-			}
+// CheckReport is what check found for one reconcile job.
+type CheckReport struct {
+	Job string
+	// Problems fail the check; Hints are advice that does not.
+	Problems, Hints []string
+	// Statements are the CREATE INDEX statements the job's queries want.
+	Statements []string
+}
+
+// OK is whether the job's tables, columns and indexes all hold.
+func (r *CheckReport) OK() bool { return len(r.Problems) == 0 }
+
+// Report is the report in the form every check prints.
+func (r *CheckReport) Report() checktext.Report {
+	items := make([]checktext.Item, len(r.Problems))
+	for i, p := range r.Problems {
+		items[i] = checktext.Item{What: p}
+	}
+	return checktext.Report{Heading: "reconcile " + r.Job, OK: r.OK(), Items: items, Notes: r.Hints, Statements: r.Statements}
+}
+
+// Check verifies job's tables, columns and the indexes its queries seek
+// by, with the CREATE INDEX statements it wants. pools holds a pool for
+// every database the job names. It only reads the catalog.
+func Check(ctx context.Context, job string, cfg *config.Config, pools map[string]*pgxpool.Pool) *CheckReport {
+	r := &CheckReport{Job: job}
+	keys := map[string]string{}
+	for _, n := range reconcileNeeds(cfg.Reconcile[job], cfg) {
+		checkNeed(ctx, r, job, n, pools[n.database], keys)
+	}
+	r.Problems = append(r.Problems, keysCompatible(keys)...)
+	return r
+}
+
+// checkNeed checks one table of the job: that it exists, its columns and
+// their types, and its indexes; the key column's type goes into keys.
+func checkNeed(ctx context.Context, r *CheckReport, job string, n reconcileNeed, pool *pgxpool.Pool, keys map[string]string) {
+	have, err := readColumns(ctx, pool, n.table)
+	if err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s table %s: %v", n.side, n.table, err))
+		return
+	}
+	if len(have) == 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s table %s does not exist (or this user may not see it)", n.side, n.table))
+		return
+	}
+	for _, c := range n.columns {
+		col, ok := have[c]
+		if !ok {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s table %s has no column %s", n.side, n.table, c))
 			continue
 		}
-		ok = false
-		fmt.Fprintf(w, "reconcile %s: NOT OK\n", job)
-		for _, p := range problems {
-			fmt.Fprintf(w, "  FAIL %s\n", p)
+		if n.roles[c] == roleKey {
+			keys[n.side] = col.typ
 		}
-		if len(statements) > 0 {
-			fmt.Fprintln(w, "  create these indexes (they do not block writes):")
-			for _, s := range statements {
-				fmt.Fprintf(w, "    %s\n", s)
-			}
+		problem, hint := checkColumn(n.side, n.table, c, n.roles[c], col)
+		if problem != "" {
+			r.Problems = append(r.Problems, problem)
 		}
-		for _, h := range hints {
-			fmt.Fprintf(w, "  HINT %s\n", h)
+		if hint != "" {
+			r.Hints = append(r.Hints, hint)
 		}
 	}
-	return ok
+	for _, cols := range n.indexes {
+		var exists bool
+		if err := hasIndex(ctx, pool, n.table, cols, []string{}, &exists); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s table %s: look up indexes: %v", n.side, n.table, err))
+			continue
+		}
+		if exists {
+			continue
+		}
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			quoted[i] = pg.Ident(c)
+		}
+		name := "outbox_exporter_" + job + "_" + n.side + "_" + strings.Join(cols, "_")
+		r.Problems = append(r.Problems, fmt.Sprintf("%s table %s has no index leading with (%s)", n.side, n.table, strings.Join(cols, ", ")))
+		r.Statements = append(r.Statements, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);",
+			pg.Ident(name), pg.Table(n.table), strings.Join(quoted, ", ")))
+	}
+	if h := coverHint(ctx, pool, n); h != "" {
+		r.Hints = append(r.Hints, h)
+	}
 }
 
 // coverHint says, when no index of n's table covers what a sweep reads,
