@@ -56,6 +56,10 @@ type Label struct {
 
 // Outbox describes one outbox table and how a row's state is read.
 type Outbox struct {
+	// Preset names the library that wrote the table (preset.go): it
+	// fills in the keys the library decides; a key written beside it
+	// wins.
+	Preset    string  `yaml:"preset"`
 	Database  string  `yaml:"database"`
 	Table     string  `yaml:"table"`
 	ID        string  `yaml:"id"`
@@ -107,7 +111,17 @@ type Outbox struct {
 	Aggregate string `yaml:"aggregate"`
 	Sequence  string `yaml:"sequence"`
 	Receipt   string `yaml:"receipt"`
+
+	// preset is the preset in use and the keys written beside it.
+	preset *presetUse
+	// renamed maps a label renamed because its written name is one the
+	// exporter sets itself to that written name.
+	renamed map[string]string
 }
+
+// RenamedLabels maps each label renamed with ReservedLabelPrefix to the
+// name written in the file.
+func (o *Outbox) RenamedLabels() map[string]string { return o.renamed }
 
 // StateStyle is how an outbox row's state is stored.
 type StateStyle int

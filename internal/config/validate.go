@@ -193,6 +193,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if !labelValueOK(name) {
 		v.fail(p, "%q is not a valid outbox name", name)
 	}
+	v.outboxPreset(p, o)
 	v.database(p+".database", o.Database)
 	v.table(p+".table", o.Table)
 	if v.required(p+".id", o.ID) {

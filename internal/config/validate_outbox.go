@@ -28,14 +28,41 @@ func (v *validator) outboxTimeZone(p string, o *Outbox) {
 	}
 }
 
+// ReservedLabelPrefix is put before a label name the exporter sets itself
+// (topic, group, state, ...): a library's natural label column such as
+// topic becomes the label event_topic instead of being refused.
+const ReservedLabelPrefix = "event_"
+
+// renameReservedLabels renames each label whose name is reserved,
+// keeping the name written in Outbox.renamed.
+func (c *Config) renameReservedLabels() {
+	for _, o := range c.Outboxes {
+		for i, l := range o.Labels {
+			if reservedLabels[l.Name] {
+				if o.renamed == nil {
+					o.renamed = map[string]string{}
+				}
+				o.Labels[i].Name = ReservedLabelPrefix + l.Name
+				o.renamed[o.Labels[i].Name] = l.Name
+			}
+		}
+	}
+}
+
 // outboxLabels checks the label columns' names.
 func (v *validator) outboxLabels(p string, o *Outbox) {
+	seen := map[string]bool{}
 	for _, l := range o.Labels {
 		lp := p + ".labels." + l.Name
+		if w, ok := o.renamed[l.Name]; ok {
+			lp = p + ".labels." + w
+		}
+		if seen[l.Name] {
+			v.fail(lp, "label %q is given twice (a name the exporter sets itself is renamed with the prefix %s)", l.Name, ReservedLabelPrefix)
+		}
+		seen[l.Name] = true
 		if !labelRe.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
 			v.fail(lp, "%q is not a valid Prometheus label name", l.Name)
-		} else if reservedLabels[l.Name] {
-			v.fail(lp, "label %q is reserved by the exporter", l.Name)
 		}
 		if v.required(lp, l.Column) {
 			v.column(lp, l.Column)
