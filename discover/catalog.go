@@ -14,13 +14,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
 
 // Table is one table as the catalog describes it.
 type Table struct {
 	Schema, Name string
-	Cols         map[string]outbox.Column
+	Cols         map[string]outboxsql.Column
 }
 
 // QualifiedName is schema.name, as the configuration's table key takes it.
@@ -52,12 +52,12 @@ func Catalog(ctx context.Context, q interface {
 	var out []Table
 	for rows.Next() {
 		var schema, table string
-		var c outbox.Column
+		var c outboxsql.Column
 		if err := rows.Scan(&schema, &table, &c.Name, &c.Type, &c.Category, &c.NotNull); err != nil {
 			return nil, fmt.Errorf("read the catalog: %w", err)
 		}
 		if n := len(out); n == 0 || out[n-1].Schema != schema || out[n-1].Name != table {
-			out = append(out, Table{Schema: schema, Name: table, Cols: map[string]outbox.Column{}})
+			out = append(out, Table{Schema: schema, Name: table, Cols: map[string]outboxsql.Column{}})
 		}
 		out[len(out)-1].Cols[c.Name] = c
 	}

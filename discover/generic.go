@@ -3,7 +3,7 @@ package discover
 import (
 	"strings"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
 
 // Column names a hand-made outbox table commonly uses, most likely first.
@@ -21,7 +21,7 @@ var (
 )
 
 // first is the first of names that t has and that ok accepts, "" if none.
-func first(t Table, names []string, ok func(outbox.Column) bool) string {
+func first(t Table, names []string, ok func(outboxsql.Column) bool) string {
 	for _, n := range names {
 		if c, has := t.Cols[n]; has && ok(c) {
 			return n
@@ -30,7 +30,7 @@ func first(t Table, names []string, ok func(outbox.Column) bool) string {
 	return ""
 }
 
-func anyType(outbox.Column) bool { return true }
+func anyType(outboxsql.Column) bool { return true }
 
 // Generic recognises a hand-made outbox: an id, a creation timestamp, and
 // either a publish time or a status column; or a table whose name says
@@ -39,18 +39,18 @@ func anyType(outbox.Column) bool { return true }
 // any table of orders has a status and a creation time.
 func Generic(t Table) (Found, bool) {
 	id := first(t, idNames, anyType)
-	created := first(t, createdNames, outbox.Column.IsTimestamp)
+	created := first(t, createdNames, outboxsql.Column.IsTimestamp)
 	if id == "" || created == "" {
 		return Found{}, false
 	}
 	named := strings.Contains(strings.ToLower(t.Name), "outbox")
-	published := first(t, publishedNames, outbox.Column.IsTimestamp)
-	status := first(t, statusNames, func(c outbox.Column) bool { return c.IsText() || c.IsInteger() })
+	published := first(t, publishedNames, outboxsql.Column.IsTimestamp)
+	status := first(t, statusNames, func(c outboxsql.Column) bool { return c.IsText() || c.IsInteger() })
 	if published == "" && !named {
 		return Found{}, false
 	}
 	f := Found{Table: t, Keys: []string{"table: " + t.QualifiedName(), "id: " + id, "created_at: " + created}}
-	if l := first(t, labelNames, outbox.Column.IsText); l != "" {
+	if l := first(t, labelNames, outboxsql.Column.IsText); l != "" {
 		name := l
 		if name == "topic" {
 			name = "event_topic" // the exporter sets topic itself
@@ -70,21 +70,21 @@ func Generic(t Table) (Found, bool) {
 		}
 	case published != "":
 		f.Keys = append(f.Keys, "published_at: "+published)
-		if d := first(t, deadNames, outbox.Column.IsTimestamp); d != "" {
+		if d := first(t, deadNames, outboxsql.Column.IsTimestamp); d != "" {
 			f.Keys = append(f.Keys, "dead_at: "+d)
 		}
 	default:
 		f.Notes = append(f.Notes, "no publish time or status: read as deleted on publish (every row present waits)")
 	}
-	if l := first(t, leaseNames, outbox.Column.IsTimestamp); l != "" {
+	if l := first(t, leaseNames, outboxsql.Column.IsTimestamp); l != "" {
 		f.Keys = append(f.Keys, "lease_until: "+l)
-	} else if c := first(t, claimNames, outbox.Column.IsTimestamp); c != "" {
+	} else if c := first(t, claimNames, outboxsql.Column.IsTimestamp); c != "" {
 		f.Keys = append(f.Keys, "claimed_at: "+c)
 	}
-	if a := first(t, attemptNames, outbox.Column.IsInteger); a != "" {
+	if a := first(t, attemptNames, outboxsql.Column.IsInteger); a != "" {
 		f.Keys = append(f.Keys, "attempts: "+a)
 	}
-	if e := first(t, errorNames, outbox.Column.IsText); e != "" {
+	if e := first(t, errorNames, outboxsql.Column.IsText); e != "" {
 		f.Keys = append(f.Keys, "last_error: "+e)
 	}
 	return f, true

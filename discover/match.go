@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -110,23 +109,4 @@ func closestMiss(t Table) (Miss, bool) {
 		}
 	}
 	return best, best.Preset != nil
-}
-
-// Closest is the preset generation whose columns table cols lacks the
-// fewest of, and those columns: what check names for a table that does not
-// match the preset it was given.
-func Closest(cols map[string]outbox.Column) (*config.Preset, *config.Generation, []string) {
-	t := Table{Cols: cols}
-	var bp *config.Preset
-	var bg *config.Generation
-	var bm []string
-	for _, p := range config.Presets() {
-		for i := range p.Generations {
-			g := &p.Generations[i]
-			if m := missing(t, g); bp == nil || len(m) < len(bm) {
-				bp, bg, bm = p, g, m
-			}
-		}
-	}
-	return bp, bg, bm
 }

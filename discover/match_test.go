@@ -5,16 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
 // table builds a Table from "name type" pairs.
 func table(schema, name string, cols ...string) Table {
-	t := Table{Schema: schema, Name: name, Cols: map[string]outbox.Column{}}
+	t := Table{Schema: schema, Name: name, Cols: map[string]outboxsql.Column{}}
 	for _, c := range cols {
 		n, typ, _ := strings.Cut(c, " ")
 		cat := map[string]string{"text": "S", "varchar": "S", "timestamptz": "D", "timestamp": "D", "int4": "N", "int8": "N", "uuid": "U"}[typ]
-		t.Cols[n] = outbox.Column{Name: n, Type: typ, Category: cat}
+		t.Cols[n] = outboxsql.Column{Name: n, Type: typ, Category: cat}
 	}
 	return t
 }
@@ -62,7 +63,7 @@ func TestMatch(t *testing.T) {
 // the columns it lacks.
 func TestClosest(t *testing.T) {
 	tb := table("public", "x", "id text", "status text", "created_at timestamptz", "completed_at timestamptz", "failure_count int4", "failure_reason text")
-	p, g, miss := Closest(tb.Cols)
+	p, g, miss := config.ClosestPreset(outboxsql.HasColumn(tb.Cols))
 	if p.Name != "namastack" || g.Name != "1.x" || !slices.Equal(miss, []string{"handler_id"}) {
 		t.Errorf("closest %s %s lacking %v", p.Name, g.Name, miss)
 	}

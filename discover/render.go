@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -131,7 +131,7 @@ func load(dbs []Database, entries map[string]string) (*config.Config, error) {
 // indexes are the CREATE INDEX statements the outbox's queries want on t.
 func indexes(name string, o *config.Outbox, t Table) ([]string, error) {
 	o, _ = o.ForColumns(func(c string) bool { _, ok := t.Cols[c]; return ok })
-	spec, err := outbox.NewSpec(name, o, t.Cols)
+	spec, err := outboxsql.NewSpec(name, o, t.Cols)
 	if err != nil {
 		return nil, fmt.Errorf("outbox %q: %w", name, err)
 	}

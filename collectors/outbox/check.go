@@ -109,6 +109,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
 	r.add(true, "table "+o.Table, "exists")
+	o = presetItems(r, o, cols)
 
 	needs := columnNeeds(o)
 	needs = append(needs, orderNeeds(o)...)
@@ -174,6 +175,36 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		r.OK = r.OK && it.OK
 	}
 	return r, nil
+}
+
+// presetItems says which preset and schema generation an outbox with a
+// preset matched, and returns the outbox as that generation reads it;
+// when the table lacks columns the generation reads, it names them and
+// the preset generation the table is closest to.
+func presetItems(r *CheckReport, o *config.Outbox, cols map[string]outboxsql.Column) *config.Outbox {
+	p := o.PresetUsed()
+	if p == nil {
+		return o
+	}
+	o, g := o.ForColumns(outboxsql.HasColumn(cols))
+	var lacks []string
+	for _, c := range g.Columns() {
+		if _, ok := cols[c]; !ok {
+			lacks = append(lacks, c)
+		}
+	}
+	if len(lacks) == 0 {
+		r.add(true, "preset "+p.Name, "schema %s (%s)", g.Name, p.Library)
+		r.Notes = append(r.Notes, fmt.Sprintf("what %s %s cannot show: %s", p.Name, g.Name, g.Blind))
+		return o
+	}
+	cp, cg, cm := config.ClosestPreset(outboxsql.HasColumn(cols))
+	closest := fmt.Sprintf("closest: %s %s", cp.Name, cg.Name)
+	if len(cm) > 0 {
+		closest += ", lacking " + strings.Join(cm, ", ")
+	}
+	r.add(false, "preset "+p.Name, "the table matches no schema of it: schema %s lacks %s (%s)", g.Name, strings.Join(lacks, ", "), closest)
+	return o
 }
 
 // columnNeeds are the configured columns and the types they must have.

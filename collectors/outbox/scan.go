@@ -34,7 +34,7 @@ func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.O
 		return nil, err
 	}
 	spec.Behind = behind
-	rules, err := NewRules(o, spec.IntStatus)
+	rules, err := NewRules(spec.O, spec.IntStatus)
 	if err != nil {
 		return nil, fmt.Errorf("outbox %q: %w", name, err)
 	}

@@ -155,6 +155,29 @@ func (g *Generation) Columns() []string {
 	return out
 }
 
+// ClosestPreset is the preset generation whose columns a table lacks the
+// fewest of, as has reports the table's columns, and those it lacks.
+func ClosestPreset(has func(string) bool) (*Preset, *Generation, []string) {
+	var bp *Preset
+	var bg *Generation
+	var bm []string
+	for _, p := range presets {
+		for i := range p.Generations {
+			g := &p.Generations[i]
+			var m []string
+			for _, c := range g.Columns() {
+				if !has(c) && !slices.Contains(m, c) {
+					m = append(m, c)
+				}
+			}
+			if bp == nil || len(m) < len(bm) {
+				bp, bg, bm = p, g, m
+			}
+		}
+	}
+	return bp, bg, bm
+}
+
 // presetUse is an outbox's preset and the keys written beside it.
 type presetUse struct {
 	p       *Preset

@@ -27,8 +27,11 @@ type Spec struct {
 // from Introspect; the status column's type decides how status values are
 // written, and the timestamp columns' types how they are compared (the
 // outbox's check judges the rest). With an integer status column, every
-// configured status value must be an integer.
+// configured status value must be an integer. An outbox with a preset of
+// several schema generations is read as the generation its columns
+// match: Spec.O is that outbox.
 func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
+	o, _ = o.ForColumns(HasColumn(cols))
 	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
 	if o.Status != "" {
 		c, ok := cols[o.Status]
@@ -45,6 +48,11 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 		}
 	}
 	return s, nil
+}
+
+// HasColumn reports the columns of cols, as config's presets ask.
+func HasColumn(cols map[string]Column) func(string) bool {
+	return func(c string) bool { _, ok := cols[c]; return ok }
 }
 
 // Table is the outbox's table as the queries name it, quoted.
