@@ -41,7 +41,7 @@ type rig struct {
 	pool *pgxpool.Pool
 }
 
-func newRig(t *testing.T, fixture string) *rig {
+func newRig(t testing.TB, fixture string) *rig {
 	t.Helper()
 	db := pgtest.New(t)
 	db.Exec(t, clockSQL)
@@ -65,7 +65,7 @@ func newRig(t *testing.T, fixture string) *rig {
 }
 
 // readFixture is a DDL file under testdata/.
-func readFixture(t *testing.T, name string) string {
+func readFixture(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -107,7 +107,7 @@ func jarEntry(t *testing.T, jar, entry string) string {
 
 // outboxFor parses a config of one outbox "events" with the preset and
 // the extra keys.
-func outboxFor(t *testing.T, preset, extra string) *config.Outbox {
+func outboxFor(t testing.TB, preset, extra string) *config.Outbox {
 	t.Helper()
 	y := fmt.Sprintf("databases:\n  main:\n    dsn: postgres://x@127.0.0.1/app\noutboxes:\n  events:\n    database: main\n    preset: %s\n    deadline: 5m\n%s", preset, extra)
 	cfg, err := config.Parse([]byte(y), func(string) (string, bool) { return "", false })
@@ -122,7 +122,7 @@ type metrics map[string]float64
 
 var fqNameRe = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-func collect(t *testing.T, c *outbox.Collector) metrics {
+func collect(t testing.TB, c *outbox.Collector) metrics {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

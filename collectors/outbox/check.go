@@ -129,6 +129,9 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	if err := timeZoneNotes(ctx, tx, r, spec); err != nil {
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
+	if err := clockItems(ctx, tx, r, spec); err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
 
 	idx, err := tableIndexes(ctx, tx, o.Table)
 	if err != nil {

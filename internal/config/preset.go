@@ -37,6 +37,7 @@ type Generation struct {
 var presetKeys = []string{
 	"table", "id", "created_at", "labels", "status", "pending", "in_flight", "published", "dead", "unknown",
 	"published_at", "dead_at", "lease_until", "claimed_at", "lease_ttl", "attempts", "last_error", "time_zone",
+	"attempts_on_insert", "null_status",
 }
 
 // presets are the libraries served. Each fill is taken from the
@@ -54,6 +55,10 @@ var presets = []*Preset{
 					Status: "status", Pending: []string{"PUBLISHED", "RESUBMITTED"}, InFlight: []string{"PROCESSING"},
 					Published: []string{"COMPLETED"}, Dead: []string{"FAILED"},
 					PublishedAt: "completion_date", Attempts: "completion_attempts",
+					// 2.x writes 1 attempt when it inserts a row; a row
+					// written by 1.x before the upgrade has no status and
+					// waits like a new one.
+					AttemptsOnInsert: 1, NullStatus: "pending",
 				},
 				Blind: "the listener's error text is not stored",
 			},

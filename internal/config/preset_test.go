@@ -137,3 +137,31 @@ func TestReservedLabelRenamed(t *testing.T) {
 		t.Errorf("labels %v, renamed %v", o.Labels, o.RenamedLabels())
 	}
 }
+
+// TestNullStatusAndAttemptsOnInsert: null_status names a state and needs
+// a status column; attempts_on_insert needs attempts; WithNullStatus adds
+// the NULL stand-in to the named state's values only.
+func TestNullStatusAndAttemptsOnInsert(t *testing.T) {
+	for _, tc := range []struct{ extra, want string }{
+		{"    null_status: waiting\n", `outboxes.messages.null_status: "waiting" is not one of pending, in_flight, published, dead`},
+		{"    attempts_on_insert: 1\n", "outboxes.messages.attempts_on_insert: needs attempts"},
+		{"    attempts_on_insert: -1\n    attempts: a\n", "must be 0 or more"},
+	} {
+		_, err := Parse([]byte(base+tc.extra), env(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+	cfg, err := Parse([]byte(base+"    null_status: pending\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Outboxes["messages"]
+	w := o.WithNullStatus()
+	if !slices.Equal(w.Pending, []string{"PENDING", NullStatusValue}) || !slices.Equal(o.Pending, []string{"PENDING"}) || !slices.Equal(w.Published, o.Published) {
+		t.Errorf("WithNullStatus: %v (parsed %v)", w.Pending, o.Pending)
+	}
+	if _, err := Parse([]byte(strings.Replace(base, "    status: status\n    pending: [PENDING]\n    published: [PUBLISHED]\n", "", 1)+"    null_status: pending\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "null_status: needs a status column") {
+		t.Errorf("null_status without status: %v", err)
+	}
+}

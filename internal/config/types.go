@@ -79,9 +79,16 @@ type Outbox struct {
 	ClaimedAt   string        `yaml:"claimed_at"`
 	LeaseTTL    time.Duration `yaml:"lease_ttl"`
 	Attempts    string        `yaml:"attempts"`
-	LastError   string        `yaml:"last_error"`
-	Filter      string        `yaml:"filter"`
-	UnknownWhen string        `yaml:"unknown_when"`
+	// AttemptsOnInsert is the value a writer puts in attempts when it
+	// inserts a row (Spring Modulith 2.x writes 1): a row was retried
+	// when attempts is above it. Default 0.
+	AttemptsOnInsert int `yaml:"attempts_on_insert"`
+	// NullStatus is the state a NULL status means (pending, in_flight,
+	// published or dead); "" leaves such rows in no state.
+	NullStatus  string `yaml:"null_status"`
+	LastError   string `yaml:"last_error"`
+	Filter      string `yaml:"filter"`
+	UnknownWhen string `yaml:"unknown_when"`
 
 	// TimeZone is the zone in which the writers store the outbox's
 	// `timestamp without time zone` columns (EF Core and Hibernate often

@@ -213,6 +213,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 		v.column(p+"."+k, col)
 	}
 	v.outboxStatuses(p, o)
+	v.outboxNullStatus(p, o)
 	if o.LeaseUntil != "" && o.ClaimedAt != "" {
 		v.fail(p+".claimed_at", "give lease_until or claimed_at with lease_ttl, not both")
 	}

@@ -32,6 +32,7 @@ type Spec struct {
 // match: Spec.O is that outbox.
 func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
 	o, _ = o.ForColumns(HasColumn(cols))
+	o = o.WithNullStatus()
 	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
 	if o.Status != "" {
 		c, ok := cols[o.Status]
@@ -55,6 +56,18 @@ func HasColumn(cols map[string]Column) func(string) bool {
 	return func(c string) bool { _, ok := cols[c]; return ok }
 }
 
+// nullStatus is what a NULL status reads as: NullStatusValue with
+// null_status, else ”.
+func (s *Spec) nullStatus() string {
+	if s.O.NullStatus != "" {
+		return pg.Literal(config.NullStatusValue)
+	}
+	return "''"
+}
+
+// attemptsOnInsert is the attempts value of a row never retried.
+func (s *Spec) attemptsOnInsert() string { return strconv.Itoa(s.O.AttemptsOnInsert) }
+
 // Table is the outbox's table as the queries name it, quoted.
 func (s *Spec) Table() string { return s.table }
 
@@ -63,6 +76,10 @@ func col(name string) string { return "t." + pg.Ident(name) }
 // Zoned reports a `timestamp without time zone` column: its values are
 // read in the time_zone of the config, else in the session's TimeZone.
 func (s *Spec) Zoned(c string) bool { return s.cols[c].Type == "timestamp" }
+
+// AsTimestamptz is expr, a value of column c's type, as timestamptz,
+// read as the queries read it (time_zone, else the session's TimeZone).
+func (s *Spec) AsTimestamptz(c, expr string) string { return s.tz(c, expr) }
 
 // tz is expr, a value of column c's type, as timestamptz. The conversion
 // is applied to the value, never to the column inside an aggregate or a
@@ -206,7 +223,7 @@ func (s *Spec) factExprs() []string {
 	o := s.O
 	st := "''::text"
 	if o.Status != "" {
-		st = "coalesce(" + col(o.Status) + "::text, '')"
+		st = "coalesce(" + col(o.Status) + "::text, " + s.nullStatus() + ")"
 	}
 	claim, passed := "false", "false"
 	if cc := claimColumn(o); cc != "" {
@@ -217,7 +234,7 @@ func (s *Spec) factExprs() []string {
 	}
 	attempted := "false"
 	if o.Attempts != "" {
-		attempted = "coalesce(" + col(o.Attempts) + " > 0, false)"
+		attempted = "coalesce(" + col(o.Attempts) + " > " + s.attemptsOnInsert() + ", false)"
 	}
 	uw := "false"
 	if o.UnknownWhen != "" {
@@ -230,7 +247,7 @@ func (s *Spec) factExprs() []string {
 // read it back (status::text): an integer status in canonical decimal
 // form, so that "01" and "1" match.
 func CanonicalStatus(v string, intStatus bool) (string, error) {
-	if !intStatus {
+	if !intStatus || v == config.NullStatusValue {
 		return v, nil
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
