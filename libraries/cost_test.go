@@ -101,7 +101,6 @@ func planned(s *outboxsql.Spec) []string {
 	return out
 }
 
-
 // preset2table is the outbox table the fixture creates: the preset's.
 func (l library) preset2table() string {
 	p, _ := config.LookupPreset(l.preset)
