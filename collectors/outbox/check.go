@@ -221,7 +221,7 @@ func columnNeeds(o *config.Outbox) []columnNeed {
 		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
 	}
 	for _, n := range []columnNeed{
-		{"status", o.Status, func(c outboxsql.Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
+		{"status", o.Status, func(c outboxsql.Column) bool { return c.IsText() || c.IsInteger() || c.Type == "bool" }, "a text, enum, integer or boolean type"},
 		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
 		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
 		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},

@@ -33,6 +33,12 @@ type Spec struct {
 func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
 	o, _ = o.ForColumns(HasColumn(cols))
 	o = o.WithNullStatus()
+	if c, ok := cols[o.Status]; ok && c.Type == "bool" {
+		var err error
+		if o, err = boolStatuses(o); err != nil {
+			return nil, fmt.Errorf("outbox %q: %w", name, err)
+		}
+	}
 	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
 	if o.Status != "" {
 		c, ok := cols[o.Status]
@@ -49,6 +55,34 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 		}
 	}
 	return s, nil
+}
+
+// boolStatuses is o, whose status column is a boolean (a published or
+// dispatched flag), with its status values written as the server writes
+// a boolean as text, true or false, so that the rules compare them with
+// what the queries read.
+func boolStatuses(o *config.Outbox) (*config.Outbox, error) {
+	c := *o
+	var err error
+	conv := func(vals []string) []string {
+		out := make([]string, len(vals))
+		for i, v := range vals {
+			b, e := strconv.ParseBool(strings.TrimSpace(v))
+			switch {
+			case v == config.NullStatusValue:
+				out[i] = v
+			case e != nil:
+				if err == nil {
+					err = fmt.Errorf("status value %q is not true or false, but the status column is a boolean", v)
+				}
+			default:
+				out[i] = strconv.FormatBool(b)
+			}
+		}
+		return out
+	}
+	c.Pending, c.InFlight, c.Published, c.Dead, c.Unknown = conv(o.Pending), conv(o.InFlight), conv(o.Published), conv(o.Dead), conv(o.Unknown)
+	return &c, err
 }
 
 // HasColumn reports the columns of cols, as config's presets ask.
