@@ -32,7 +32,8 @@ type Miss struct {
 }
 
 // Match sorts the tables into those recognised as outboxes and those named
-// as a library's table that lack columns. A table matches a preset's
+// as a library's table that lack columns (and have no outbox shape of
+// their own). A table matches a preset's
 // generation when it has every column the generation reads, its creation
 // time is a timestamp, and its name holds the library's table name.
 func Match(tables []Table) ([]Found, []Miss) {
@@ -43,12 +44,12 @@ func Match(tables []Table) ([]Found, []Miss) {
 			found = append(found, f)
 			continue
 		}
-		if m, ok := closestMiss(t); ok {
-			misses = append(misses, m)
-			continue
-		}
 		if f, ok := Generic(t); ok {
 			found = append(found, f)
+			continue
+		}
+		if m, ok := closestMiss(t); ok {
+			misses = append(misses, m)
 		}
 	}
 	return found, misses
@@ -65,7 +66,7 @@ func matchPreset(t Table) (Found, bool) {
 			continue
 		}
 		g := p.Match(func(c string) bool { _, ok := t.Cols[c]; return ok })
-		if len(missing(t, g)) > 0 || !t.Cols[g.Fill.CreatedAt].IsTimestamp() {
+		if c := t.Cols[g.Fill.CreatedAt]; len(missing(t, g)) > 0 || !c.IsTimestamp() && !(g.Fill.EpochUnit != "" && c.IsInteger()) {
 			continue
 		}
 		f := Found{Table: t, Preset: p, Gen: g}

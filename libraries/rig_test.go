@@ -45,7 +45,7 @@ func newRig(t testing.TB, fixture string) *rig {
 	t.Helper()
 	db := pgtest.New(t)
 	db.Exec(t, clockSQL)
-	db.Exec(t, readFixture(t, fixture))
+	db.Exec(t, ddl(t, fixture))
 	u, err := url.Parse(db.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,8 @@ func newRig(t testing.TB, fixture string) *rig {
 	return &rig{db: db, pool: pool}
 }
 
-// readFixture is a DDL file under testdata/.
+// readFixture is a DDL file under testdata/, with Flyway's placeholders
+// as a default install fills them (Eventuate's table suffix is empty).
 func readFixture(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -72,6 +73,11 @@ func readFixture(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// ddl is a fixture as the library's installer runs it.
+func ddl(t testing.TB, name string) string {
+	return strings.ReplaceAll(readFixture(t, name), "${EVENTUATE_OUTBOX_SUFFIX}", "")
 }
 
 // fixtureBody is a fixture without its origin comment: the lines up to

@@ -212,10 +212,10 @@ func presetItems(r *CheckReport, o *config.Outbox, cols map[string]outboxsql.Col
 
 // columnNeeds are the configured columns and the types they must have.
 func columnNeeds(o *config.Outbox) []columnNeed {
-	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() }
+	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() || o.EpochUnit != "" && c.IsInteger() }
 	needs := []columnNeed{
 		{"id", o.ID, anyType, ""},
-		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
+		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz (or an integer type, with epoch_unit)"},
 	}
 	for _, l := range o.Labels {
 		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})

@@ -29,8 +29,12 @@ func clockItems(ctx context.Context, tx pgx.Tx, r *CheckReport, s *outboxsql.Spe
 		if c.col == "" {
 			continue
 		}
-		q := fmt.Sprintf("SELECT extract(epoch from %s - now())::float8, extract(epoch from max(t.%s) - (now() AT TIME ZONE 'UTC'))::float8 FROM %s t",
-			"max("+s.AsTimestamptz(c.col, "t."+pg.Ident(c.col))+")", pg.Ident(c.col), s.Table())
+		utc := "NULL::float8"
+		if s.Zoned(c.col) {
+			utc = "extract(epoch from max(t." + pg.Ident(c.col) + ") - (now() AT TIME ZONE 'UTC'))::float8"
+		}
+		q := fmt.Sprintf("SELECT extract(epoch from max(%s) - now())::float8, %s FROM %s t",
+			s.AsTimestamptz(c.col, "t."+pg.Ident(c.col)), utc, s.Table())
 		var ahead, aheadUTC *float64
 		if err := tx.QueryRow(ctx, q).Scan(&ahead, &aheadUTC); err != nil {
 			return fmt.Errorf("compare %s with the server's clock: %w", c.col, err)

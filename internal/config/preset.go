@@ -37,7 +37,7 @@ type Generation struct {
 var presetKeys = []string{
 	"table", "id", "created_at", "labels", "status", "pending", "in_flight", "published", "dead", "unknown",
 	"published_at", "dead_at", "lease_until", "claimed_at", "lease_ttl", "attempts", "last_error", "time_zone",
-	"attempts_on_insert", "null_status",
+	"attempts_on_insert", "null_status", "epoch_unit",
 }
 
 // presets are the libraries served. Each fill is taken from the
@@ -87,6 +87,18 @@ var presets = []*Preset{
 		}},
 	},
 	{
+		Name: "eventuate-tram", Library: "Eventuate Tram (transactional messaging, CDC reader)",
+		Generations: []Generation{{
+			Name: "0.x",
+			Fill: Outbox{
+				Table: "message", ID: "id", CreatedAt: "creation_time", EpochUnit: "ms",
+				Labels: []Label{{Name: "destination", Column: "destination"}},
+				Status: "published", Pending: []string{"0"}, Published: []string{"1"},
+			},
+			Blind: "no publish time: no publish latency and no published count; no failed state; the CDC reader's own position (cdc_monitoring, offset_store) is not read",
+		}},
+	},
+	{
 		Name: "masstransit", Library: "MassTransit transactional outbox (Entity Framework Core, PostgreSQL)",
 		Generations: []Generation{{
 			Name: "8.x",
@@ -104,7 +116,6 @@ var unserved = map[string]string{
 	"debezium-outbox": "the event router's table has no creation time",
 	"watermill-sql":   "consumption is kept in a separate offsets table per consumer group",
 	"nservicebus":     "a boolean Dispatched flag and no creation time",
-	"eventuate-tram":  "creation_time is a number of epoch milliseconds",
 }
 
 // PresetNames are the served presets' names, sorted.

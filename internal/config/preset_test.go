@@ -114,8 +114,8 @@ func TestPresetGenerationsValid(t *testing.T) {
 // ones; a name of the product's vocabulary not served yet says why.
 func TestPresetUnknown(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
-		{"spring-moduliths", `outboxes.events.preset: "spring-moduliths" is not a known preset; known: masstransit, namastack, spring-modulith (line 8)`},
-		{"eventuate-tram", `"eventuate-tram" is not served by this version (creation_time is a number of epoch milliseconds)`},
+		{"spring-moduliths", `outboxes.events.preset: "spring-moduliths" is not a known preset; known: eventuate-tram, masstransit, namastack, spring-modulith (line 8)`},
+		{"nservicebus", `"nservicebus" is not served by this version (a boolean Dispatched flag and no creation time)`},
 	} {
 		_, err := Parse([]byte(strings.Replace(presetBase, "%s", tc.name, 1)), env(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -95,6 +95,10 @@ type Outbox struct {
 	// write UTC); "" means the server session's TimeZone. It does not
 	// apply to timestamptz columns.
 	TimeZone string `yaml:"time_zone"`
+	// EpochUnit reads the time columns of an integer type as a number of
+	// seconds ("s"), milliseconds ("ms") or microseconds ("us") since the
+	// Unix epoch; "" refuses integer time columns.
+	EpochUnit string `yaml:"epoch_unit"`
 
 	Deadline       time.Duration            `yaml:"deadline"`
 	Deadlines      map[string]time.Duration `yaml:"deadlines"`

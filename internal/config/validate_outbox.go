@@ -89,6 +89,9 @@ func (v *validator) outboxNullStatus(p string, o *Outbox) {
 			v.fail(p+".null_status", "%q is not one of %s", o.NullStatus, strings.Join(nullStatusStates, ", "))
 		}
 	}
+	if o.EpochUnit != "" && !slices.Contains([]string{"s", "ms", "us"}, o.EpochUnit) {
+		v.fail(p+".epoch_unit", "%q is not s, ms or us", o.EpochUnit)
+	}
 	if o.AttemptsOnInsert < 0 {
 		v.fail(p+".attempts_on_insert", "must be 0 or more, got %d", o.AttemptsOnInsert)
 	} else if o.AttemptsOnInsert > 0 && o.Attempts == "" {

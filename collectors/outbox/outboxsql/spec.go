@@ -119,6 +119,9 @@ func (s *Spec) AsTimestamptz(c, expr string) string { return s.tz(c, expr) }
 // is applied to the value, never to the column inside an aggregate or a
 // comparison, so that the column's index still serves the query.
 func (s *Spec) tz(c, expr string) string {
+	if u := s.epochUnit(c); u != "" {
+		return "('epoch'::timestamptz + (" + expr + ") * '" + u + "'::interval)"
+	}
 	if !s.Zoned(c) {
 		return expr
 	}
@@ -133,10 +136,22 @@ func (s *Spec) tz(c, expr string) string {
 // compared in its time_zone; without one, timestamp against timestamptz
 // is a cross-type B-tree operator in the session's TimeZone.
 func (s *Spec) bound(c, tzExpr string) string {
+	if u := s.epochUnit(c); u != "" {
+		return "floor(extract(epoch from (" + tzExpr + ")) / extract(epoch from '" + u + "'::interval))::int8"
+	}
 	if s.Zoned(c) && s.O.TimeZone != "" {
 		return "((" + tzExpr + ") AT TIME ZONE " + pg.Literal(s.O.TimeZone) + ")"
 	}
 	return tzExpr
+}
+
+// epochUnit is, for a time column of an integer type read with
+// epoch_unit, the interval one unit of it is; "" for any other column.
+func (s *Spec) epochUnit(c string) string {
+	if s.O.EpochUnit == "" || !s.cols[c].IsInteger() {
+		return ""
+	}
+	return map[string]string{"s": "1 second", "ms": "1 millisecond", "us": "1 microsecond"}[s.O.EpochUnit]
 }
 
 // epochMicros is a timestamptz expression in microseconds since the epoch.
