@@ -23,6 +23,9 @@ func TestCheckNamesPresetAndGeneration(t *testing.T) {
 		{"namastack.sql", "", "namastack", true, "ok   preset namastack: schema 1.x"},
 		{"spring-modulith-1.sql", "ALTER TABLE event_publication DROP COLUMN completion_date", "spring-modulith", false,
 			"FAIL preset spring-modulith: the table matches no schema of it: schema 1.x lacks completion_date (closest: spring-modulith 1.x, lacking completion_date)"},
+		// Epoch milliseconds three hours ahead of the clock (2030-01-01).
+		{"eventuate-tram.sql", "INSERT INTO message (id, destination, headers, payload, creation_time) VALUES ('m1', 'orders', '{}', '{}', 1893466800000)", "eventuate-tram", false,
+			"FAIL clock created_at = creation_time: the newest value lies 3h0m0s in the future (3 whole hours"},
 		{"namastack.sql", "ALTER TABLE outbox_record RENAME TO event_publication", "spring-modulith", false,
 			"lacks publication_date, completion_date, listener_id (closest: namastack 1.x)"},
 	} {
