@@ -101,7 +101,7 @@ var presets = []*Preset{
 	{
 		Name: "masstransit", Library: "MassTransit transactional outbox (Entity Framework Core, PostgreSQL)",
 		Generations: []Generation{{
-			Name: "8.x",
+			Name: "EF Core",
 			Fill: Outbox{
 				Table: "OutboxMessage", ID: "SequenceNumber", CreatedAt: "SentTime", TimeZone: "UTC",
 			},
@@ -115,7 +115,7 @@ var presets = []*Preset{
 var unserved = map[string]string{
 	"debezium-outbox": "the event router's table has no creation time",
 	"watermill-sql":   "consumption is kept in a separate offsets table per consumer group",
-	"nservicebus":     "a boolean Dispatched flag and no creation time",
+	"nservicebus":     "OutboxData has no creation time",
 }
 
 // PresetNames are the served presets' names, sorted.

@@ -115,7 +115,7 @@ func TestPresetGenerationsValid(t *testing.T) {
 func TestPresetUnknown(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
 		{"spring-moduliths", `outboxes.events.preset: "spring-moduliths" is not a known preset; known: eventuate-tram, masstransit, namastack, spring-modulith (line 8)`},
-		{"nservicebus", `"nservicebus" is not served by this version (a boolean Dispatched flag and no creation time)`},
+		{"nservicebus", `"nservicebus" is not served by this version (OutboxData has no creation time)`},
 	} {
 		_, err := Parse([]byte(strings.Replace(presetBase, "%s", tc.name, 1)), env(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
