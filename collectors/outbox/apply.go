@@ -7,6 +7,52 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
 
+// Series is what one combination of label values shows in a sample.
+type Series struct {
+	// Labels are the label values, in the configured label order; values
+	// beyond max_label_values are Other.
+	Labels []string
+	// Events counts rows by state, indexed like GaugeStates.
+	Events [4]float64
+	// OldestAge is the age in seconds of the oldest unpublished row, 0
+	// when none.
+	OldestAge float64
+	// Deadline is the deadline of these rows in seconds.
+	Deadline     float64
+	PastDeadline float64
+	Retried      float64
+	Unknown      float64
+	// Unclassified counts rows with a NULL status or one listed nowhere.
+	Unclassified float64
+	// Published and PublishedLate are cumulative since the sampler started.
+	Published     uint64
+	PublishedLate uint64
+	// OutOfOrder and NoReceipt: order.go, outboxsql/receipt.go.
+	OutOfOrder float64
+	NoReceipt  uint64
+}
+
+// Snapshot is one sample of an outbox.
+type Snapshot struct {
+	Series []Series
+	// Capped is true when a count was cut at max_count: the counts are
+	// then lower bounds (README, "Cost"; the oldest ages stay exact).
+	Capped bool
+	// LeaseExpirations is cumulative since the sampler started.
+	LeaseExpirations uint64
+	// Latency is the cumulative publish latency histogram.
+	LatencyBuckets map[float64]uint64
+	LatencyCount   uint64
+	LatencySum     float64
+}
+
+type tupleState struct {
+	labels          []string
+	seen            time.Time
+	published, late uint64
+	noReceipt       uint64
+}
+
 // apply decides from what fetch read and advances the sampler's state.
 func (s *Sampler) apply(r *read) *Snapshot {
 	o := s.o
@@ -34,6 +80,29 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	if len(o.Labels) == 0 {
 		s.tuple("", nil).seen = now
 	}
+	s.countPublished(fresh, now)
+	for key, t := range s.tuples {
+		if now.Sub(t.seen) > ForgetAfter {
+			delete(s.tuples, key)
+		}
+	}
+	snap.Series = s.series(gauges)
+	if len(snap.Series) == 0 {
+		// Nothing seen yet: one series of empty label values, so that the
+		// gauges read 0 rather than being absent.
+		labels := make([]string, len(o.Labels))
+		snap.Series = append(snap.Series, Series{Labels: labels, Deadline: o.Deadline.Seconds()})
+	}
+	snap.LeaseExpirations = s.leases
+	snap.LatencyBuckets = s.hist.Buckets()
+	snap.LatencyCount = s.hist.Count
+	snap.LatencySum = s.hist.Sum
+	return snap
+}
+
+// countPublished counts the rows seen becoming published under their
+// series, late or not by their series' deadline, and their latencies.
+func (s *Sampler) countPublished(fresh []PublishedRow, now time.Time) {
 	for _, p := range fresh {
 		folded := s.cap.Fold(p.Labels)
 		t := s.tuple(joinLabels(folded), folded)
@@ -48,21 +117,23 @@ func (s *Sampler) apply(r *read) *Snapshot {
 			continue
 		}
 		lat := max(*p.Latency, 0)
-		if Late(time.Duration(lat*float64(time.Second)), Deadline(o, folded)) {
+		if Late(time.Duration(lat*float64(time.Second)), Deadline(s.o, folded)) {
 			t.late++
 		}
 		s.hist.Observe(lat)
 	}
-	for key, t := range s.tuples {
-		if now.Sub(t.seen) > ForgetAfter {
-			delete(s.tuples, key)
-		}
-	}
+}
+
+// series joins the gauges of this sample with the counters of every
+// series still remembered, sorted by their labels, each with its
+// deadline.
+func (s *Sampler) series(gauges map[string]*Series) []Series {
 	keys := make([]string, 0, len(s.tuples))
 	for k := range s.tuples {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var out []Series
 	for _, k := range keys {
 		t := s.tuples[k]
 		x := Series{Labels: t.labels}
@@ -70,20 +141,10 @@ func (s *Sampler) apply(r *read) *Snapshot {
 			x = *g
 		}
 		x.Published, x.PublishedLate, x.NoReceipt = t.published, t.late, t.noReceipt
-		x.Deadline = Deadline(o, t.labels).Seconds()
-		snap.Series = append(snap.Series, x)
+		x.Deadline = Deadline(s.o, t.labels).Seconds()
+		out = append(out, x)
 	}
-	if len(snap.Series) == 0 {
-		// Nothing seen yet: one series of empty label values, so that the
-		// gauges read 0 rather than being absent.
-		labels := make([]string, len(o.Labels))
-		snap.Series = append(snap.Series, Series{Labels: labels, Deadline: o.Deadline.Seconds()})
-	}
-	snap.LeaseExpirations = s.leases
-	snap.LatencyBuckets = s.hist.Buckets()
-	snap.LatencyCount = s.hist.Count
-	snap.LatencySum = s.hist.Sum
-	return snap
+	return out
 }
 
 // admit admits label values and combinations, ranked by what this sample
@@ -141,7 +202,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			continue
 		}
 		x.Events[stateIndex(st)] += float64(g.rows)
-		x.PastDeadline += float64(g.late[s.spec.LateColumn(Deadline(s.o, x.Labels))])
+		x.PastDeadline += float64(g.late[Deadline(s.o, x.Labels)])
 		if g.facts.Attempted {
 			x.Retried += float64(g.rows)
 		}

@@ -25,8 +25,10 @@
 //   - Emit: collector.go (and order.go for the order and receipt
 //     metrics) exports a snapshot as metrics.
 //
-// Following one value from the configuration to its metric, a past-
-// deadline count: outboxsql.Spec.StateQuery counts the rows past each of
-// Spec.Deadlines; scanGroups reads them; Sampler.gauges picks the column
-// of each series' Deadline; Collector.Update sends outbox_past_deadline_events.
+// One value from the configuration to its metric, the rows past an
+// outbox's deadline: outboxsql.Spec.StateQuery counts, per group of rows,
+// those past each of Spec.Deadlines; scanGroups keys the counts by
+// deadline; Sampler.gauges takes, for each series, the count of its own
+// Deadline (state.go); Collector.Update sends it as
+// outbox_past_deadline_events, beside outbox_deadline_seconds.
 package outbox

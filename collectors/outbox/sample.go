@@ -15,45 +15,6 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
-// Series is what one combination of label values shows in a sample.
-type Series struct {
-	// Labels are the label values, in the configured label order; values
-	// beyond max_label_values are Other.
-	Labels []string
-	// Events counts rows by state, indexed like GaugeStates.
-	Events [4]float64
-	// OldestAge is the age in seconds of the oldest unpublished row, 0
-	// when none.
-	OldestAge float64
-	// Deadline is the deadline of these rows in seconds.
-	Deadline     float64
-	PastDeadline float64
-	Retried      float64
-	Unknown      float64
-	// Unclassified counts rows with a NULL status or one listed nowhere.
-	Unclassified float64
-	// Published and PublishedLate are cumulative since the sampler started.
-	Published     uint64
-	PublishedLate uint64
-	// OutOfOrder and NoReceipt: order.go, outboxsql/receipt.go.
-	OutOfOrder float64
-	NoReceipt  uint64
-}
-
-// Snapshot is one sample of an outbox.
-type Snapshot struct {
-	Series []Series
-	// Capped is true when a count was cut at max_count: the counts are
-	// then lower bounds (README, "Cost"; the oldest ages stay exact).
-	Capped bool
-	// LeaseExpirations is cumulative since the sampler started.
-	LeaseExpirations uint64
-	// Latency is the cumulative publish latency histogram.
-	LatencyBuckets map[float64]uint64
-	LatencyCount   uint64
-	LatencySum     float64
-}
-
 // Sampler samples one outbox and keeps what its counters need between
 // samples: the published watermark, the expired leases already counted,
 // the live leases to judge at the next sample, the label values admitted
@@ -79,13 +40,6 @@ type Sampler struct {
 	behind time.Duration
 }
 
-type tupleState struct {
-	labels          []string
-	seen            time.Time
-	published, late uint64
-	noReceipt       uint64
-}
-
 // NewSampler returns a sampler of outbox name.
 func NewSampler(name string, o *config.Outbox) *Sampler {
 	return &Sampler{name: name, o: o, sem: make(chan struct{}, 1), tuples: map[string]*tupleState{},
@@ -97,53 +51,6 @@ func NewSampler(name string, o *config.Outbox) *Sampler {
 // count under, as the last sample admitted them. The oracle test judges
 // every series by it.
 func (s *Sampler) Fold(vals []string) []string { return s.cap.Fold(vals) }
-
-// part says which query a group was read by.
-type part int
-
-const (
-	// partAll: the state query, exact (not capped).
-	partAll part = iota
-	// partPending, partClaimed, partUnknown: the capped reads. Unknown
-	// results of unclaimed rows come from partUnknown only, so that no
-	// row is counted twice.
-	partPending
-	partClaimed
-	partUnknown
-	// partClaimedCapped: the claimed rows' per label set reads, whose
-	// unknown results come from partUnknown.
-	partClaimedCapped
-)
-
-type group struct {
-	part   part
-	facts  Facts
-	labels []string
-	rows   int64
-	age    float64
-	// late holds the rows past each of Spec.Deadlines.
-	late []int64
-}
-
-type oldest struct {
-	labels []string
-	age    float64
-}
-
-// read is what one sample's queries fetched, before any decision.
-type read struct {
-	now          int64
-	groups       []group
-	oldest       []oldest
-	dead         []group
-	unclassified []group
-	leases       []Mark
-	live         []liveLease
-	fates        map[string]leaseFate
-	published    []PublishedRow
-	capped       bool
-	order        orderRead
-}
 
 // Sample runs the outbox's queries (sessions of pool are read-only) and
 // returns the snapshot. It returns by ctx's deadline (pgx cancels the
@@ -412,4 +319,34 @@ func total(gs []group) int64 {
 		n += g.rows
 	}
 	return n
+}
+
+// boundSpec is an outbox's queries built for its table's columns, with
+// the rules that decide a row's state from what they read: both depend
+// on the column types (an integer status is read in canonical form).
+type boundSpec struct {
+	*outboxsql.Spec
+	Rules *Rules
+}
+
+// openSpec reads the columns of outbox name's table and builds its
+// queries and rules; behind is the lookback of an outbox published by a
+// replication slot, 0 for any other.
+func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.Outbox, behind time.Duration) (*boundSpec, error) {
+	cols, err := outboxsql.Introspect(ctx, q, o.Table)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := outboxsql.NewSpec(name, o, cols)
+	if err != nil {
+		return nil, err
+	}
+	spec.Behind = behind
+	// spec.O is o as the table reads it: a preset's schema generation,
+	// the NULL status and boolean values applied.
+	rules, err := NewRules(spec.O, spec.IntStatus)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %q: %w", name, err)
+	}
+	return &boundSpec{Spec: spec, Rules: rules}, nil
 }

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,35 +9,53 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
-	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
-// boundSpec is an outbox's queries built for its table's columns, with
-// the rules that decide a row's state from what they read: both depend
-// on the column types (an integer status is read in canonical form).
-type boundSpec struct {
-	*outboxsql.Spec
-	Rules *Rules
+// part says which query a group was read by.
+type part int
+
+const (
+	// partAll: the state query, exact (not capped).
+	partAll part = iota
+	// partPending, partClaimed, partUnknown: the capped reads. Unknown
+	// results of unclaimed rows come from partUnknown only, so that no
+	// row is counted twice.
+	partPending
+	partClaimed
+	partUnknown
+	// partClaimedCapped: the claimed rows' per label set reads, whose
+	// unknown results come from partUnknown.
+	partClaimedCapped
+)
+
+type group struct {
+	part   part
+	facts  Facts
+	labels []string
+	rows   int64
+	age    float64
+	// late holds the rows past each of the outbox's deadlines.
+	late map[time.Duration]int64
 }
 
-// openSpec reads the columns of outbox name's table and builds its
-// queries and rules; behind is the lookback of an outbox published by a
-// replication slot, 0 for any other.
-func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.Outbox, behind time.Duration) (*boundSpec, error) {
-	cols, err := outboxsql.Introspect(ctx, q, o.Table)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := outboxsql.NewSpec(name, o, cols)
-	if err != nil {
-		return nil, err
-	}
-	spec.Behind = behind
-	rules, err := NewRules(spec.O, spec.IntStatus)
-	if err != nil {
-		return nil, fmt.Errorf("outbox %q: %w", name, err)
-	}
-	return &boundSpec{Spec: spec, Rules: rules}, nil
+type oldest struct {
+	labels []string
+	age    float64
+}
+
+// read is what one sample's queries fetched, before any decision.
+type read struct {
+	now          int64
+	groups       []group
+	oldest       []oldest
+	dead         []group
+	unclassified []group
+	leases       []Mark
+	live         []liveLease
+	fates        map[string]leaseFate
+	published    []PublishedRow
+	capped       bool
+	order        orderRead
 }
 
 // FactsFromBits decodes the facts column of the state query.
@@ -93,11 +110,12 @@ func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
 // scanGroups reads a state-shaped query.
 func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 	defer rows.Close()
-	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
+	nl, ds := len(spec.O.Labels), spec.Deadlines()
 	var out []group
 	for rows.Next() {
 		var (
-			g      = group{late: make([]int64, nd)}
+			g      group
+			late   = make([]int64, len(ds))
 			labels = make([]*string, nl)
 			age    *float64
 			status string
@@ -108,11 +126,15 @@ func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 			dest = append(dest, &labels[i])
 		}
 		dest = append(dest, &g.rows, &age)
-		for i := range g.late {
-			dest = append(dest, &g.late[i])
+		for i := range late {
+			dest = append(dest, &late[i])
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
+		}
+		g.late = make(map[time.Duration]int64, len(ds))
+		for i, d := range ds {
+			g.late[d] = late[i]
 		}
 		g.labels = strs(labels)
 		g.facts = FactsFromBits(status, bits)

@@ -178,16 +178,6 @@ func (s *Spec) Deadlines() []time.Duration {
 	return out
 }
 
-// LateColumn is the index, among Deadlines, of deadline d.
-func (s *Spec) LateColumn(d time.Duration) int {
-	for i, x := range s.Deadlines() {
-		if x == d {
-			return i
-		}
-	}
-	return 0
-}
-
 // DeadQuery counts dead rows by label values, at most MaxCount+1 of them.
 // "" when the outbox has no dead rows. Columns: labels..., rows.
 func (s *Spec) DeadQuery() string { return s.countByLabels(s.DeadPredicate()) }
