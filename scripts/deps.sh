@@ -7,7 +7,8 @@
 #   - PostgreSQL's cluster: trust for 127.0.0.1 and ::1 (tests connect as
 #     postgres@127.0.0.1:5432 and make their own databases), started, waited for
 #   - Maven Central: Apache Kafka (broker, tools, Connect) into .cache/kafka-*,
-#     Debezium's PostgreSQL connector into .cache/debezium-*
+#     Debezium's PostgreSQL connector into .cache/debezium-*, the outbox
+#     libraries that ship their DDL (libraries/) into .cache/libraries-*
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,5 +80,7 @@ kafka_version=$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' script
 debezium_version=$(sed -n 's|.*<debezium.version>\(.*\)</debezium.version>.*|\1|p' scripts/debezium/pom.xml)
 fetch scripts/kafka/pom.xml ".cache/kafka-$kafka_version"
 fetch scripts/debezium/pom.xml ".cache/debezium-$debezium_version"
+libraries_version=$(sed -n 's|.*<libraries.version>\(.*\)</libraries.version>.*|\1|p' scripts/libraries/pom.xml)
+fetch scripts/libraries/pom.xml ".cache/libraries-$libraries_version"
 
 go mod download

@@ -55,6 +55,7 @@ type cli struct {
 	demoBrokers     []string
 	demoFaultEvery  time.Duration
 	demoWeb         *toolkit.FlagConfig
+	discoverDSN     string
 }
 
 // exitCode carries kingpin's requested exit (after --help or --version)
@@ -103,6 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	dem.Flag("kafka.brokers", "Use this Kafka cluster instead of the in-process one (repeatable).").StringsVar(&c.demoBrokers)
 	dem.Flag("demo.fault-every", "Pause between scripted faults; 0 turns them off.").Default(demo.DefaultFaultEvery.String()).DurationVar(&c.demoFaultEvery)
 
+	disc := a.Command("discover", "Read a database's catalog (no rows) and print a configuration for the outbox tables found; exit 0 found, 1 none, 2 error.")
+	disc.Flag("dsn", "The database to read (else every database of --config.file).").StringVar(&c.discoverDSN)
+
 	cmd, err := a.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox_exporter: %v\n", err)
@@ -120,6 +124,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			c.scrapeTimeout = 10 * time.Second
 		}
 		return c.demoCmd(ctx, stdout, logger)
+	}
+	if cmd == disc.FullCommand() {
+		return c.discoverCmd(ctx, stdout, stderr)
 	}
 	if c.configFile == "" {
 		fmt.Fprintln(stderr, "outbox_exporter: --config.file is required")

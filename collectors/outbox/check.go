@@ -105,6 +105,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
 	r.add(true, "table "+o.Table, "exists")
+	o = presetItems(r, o, cols)
 
 	needs := columnNeeds(o)
 	needs = append(needs, orderNeeds(o)...)
@@ -122,6 +123,9 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		return r, nil
 	}
 	if err := timeZoneNotes(ctx, tx, r, spec); err != nil {
+		return nil, fmt.Errorf("check outbox %q: %w", name, err)
+	}
+	if err := clockItems(ctx, tx, r, spec); err != nil {
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
 
@@ -172,18 +176,48 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	return r, nil
 }
 
+// presetItems says which preset and schema generation an outbox with a
+// preset matched, and returns the outbox as that generation reads it;
+// when the table lacks columns the generation reads, it names them and
+// the preset generation the table is closest to.
+func presetItems(r *CheckReport, o *config.Outbox, cols map[string]outboxsql.Column) *config.Outbox {
+	p := o.PresetUsed()
+	if p == nil {
+		return o
+	}
+	o, g := o.ForColumns(outboxsql.HasColumn(cols))
+	var lacks []string
+	for _, c := range g.Columns() {
+		if _, ok := cols[c]; !ok {
+			lacks = append(lacks, c)
+		}
+	}
+	if len(lacks) == 0 {
+		r.add(true, "preset "+p.Name, "schema %s (%s)", g.Name, p.Library)
+		r.Notes = append(r.Notes, fmt.Sprintf("what %s %s cannot show: %s", p.Name, g.Name, g.Blind))
+		return o
+	}
+	cp, cg, cm := config.ClosestPreset(outboxsql.HasColumn(cols))
+	closest := fmt.Sprintf("closest: %s %s", cp.Name, cg.Name)
+	if len(cm) > 0 {
+		closest += ", lacking " + strings.Join(cm, ", ")
+	}
+	r.add(false, "preset "+p.Name, "the table matches no schema of it: schema %s lacks %s (%s)", g.Name, strings.Join(lacks, ", "), closest)
+	return o
+}
+
 // columnNeeds are the configured columns and the types they must have.
 func columnNeeds(o *config.Outbox) []columnNeed {
-	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() }
+	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() || o.EpochUnit != "" && c.IsInteger() }
 	needs := []columnNeed{
 		{"id", o.ID, anyType, ""},
-		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
+		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz (or an integer type, with epoch_unit)"},
 	}
 	for _, l := range o.Labels {
 		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
 	}
 	for _, n := range []columnNeed{
-		{"status", o.Status, func(c outboxsql.Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
+		{"status", o.Status, func(c outboxsql.Column) bool { return c.IsText() || c.IsInteger() || c.Type == "bool" }, "a text, enum, integer or boolean type"},
 		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
 		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
 		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},

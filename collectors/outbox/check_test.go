@@ -101,7 +101,7 @@ func TestCheckPrintsIndexesThenPasses(t *testing.T) {
 }
 
 func TestCheckColumnsAndTypes(t *testing.T) {
-	_, pool := setup(t, `CREATE TABLE outbox (event_id int, created_at text, event_type text, topic text, status boolean,
+	_, pool := setup(t, `CREATE TABLE outbox (event_id int, created_at text, event_type text, topic text, status json,
 	  published_at timestamptz, lease_until timestamptz, attempts text)`)
 	r := check(t, pool, "m", cfg())
 	if r.OK {
@@ -110,7 +110,7 @@ func TestCheckColumnsAndTypes(t *testing.T) {
 	text := r.Text()
 	for _, want := range []string{
 		"column created_at = created_at: is text, want timestamp",
-		"column status = status: is bool, want a text, enum or integer type",
+		"column status = status: is json, want a text, enum, integer or boolean type",
 		"column attempts = attempts: is text, want an integer type",
 		"column last_error = last_error: does not exist",
 	} {

@@ -342,7 +342,9 @@ func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.O
 		return nil, err
 	}
 	spec.Behind = behind
-	rules, err := NewRules(o, spec.IntStatus)
+	// spec.O is o as the table reads it: a preset's schema generation,
+	// the NULL status and boolean values applied.
+	rules, err := NewRules(spec.O, spec.IntStatus)
 	if err != nil {
 		return nil, fmt.Errorf("outbox %q: %w", name, err)
 	}

@@ -90,7 +90,7 @@ func TestBadConfigs(t *testing.T) {
 		{"status listed twice", strings.Replace(base, "pending: [PENDING]", "pending: [PENDING, PUBLISHED]", 1), []string{"outboxes.messages.published[0]", `also listed under pending`}},
 		{"status values without status column", strings.Replace(base, "    status: status\n", "", 1), []string{"outboxes.messages.pending: status values need a status column"}},
 		{"too many labels", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    labels: {a: a, b: b, c: c, d: d}", 1), []string{"outboxes.messages.labels: at most 3 label columns, got 4"}},
-		{"reserved label", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    labels: {state: s}", 1), []string{`outboxes.messages.labels.state: label "state" is reserved`}},
+		{"reserved label renamed onto a taken name", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    labels: {event_state: x, state: s}", 1), []string{`outboxes.messages.labels.state: label "event_state" is given twice`}},
 		{"deadlines without labels", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    deadlines: {order.paid: 30s}", 1), []string{"outboxes.messages.deadlines: overrides by the first label's value need labels"}},
 		{"lease_ttl without claimed_at", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    lease_ttl: 2m", 1), []string{"outboxes.messages.lease_ttl: needs claimed_at"}},
 		{"lease_until and claimed_at", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    lease_until: l\n    claimed_at: c", 1), []string{"outboxes.messages.claimed_at: give lease_until or claimed_at"}},

@@ -317,6 +317,8 @@ func parse(data []byte, d *decoder) (*Config, error) {
 	if len(d.errs) > 0 {
 		return nil, d.errs
 	}
+	cfg.applyPresets()
+	cfg.renameReservedLabels()
 	cfg.setDefaults()
 	if errs := cfg.validate(); len(errs) > 0 {
 		return nil, errs

@@ -56,6 +56,10 @@ type Label struct {
 
 // Outbox describes one outbox table and how a row's state is read.
 type Outbox struct {
+	// Preset names the library that wrote the table (preset.go): it
+	// fills in the keys the library decides; a key written beside it
+	// wins.
+	Preset    string  `yaml:"preset"`
 	Database  string  `yaml:"database"`
 	Table     string  `yaml:"table"`
 	ID        string  `yaml:"id"`
@@ -75,15 +79,26 @@ type Outbox struct {
 	ClaimedAt   string        `yaml:"claimed_at"`
 	LeaseTTL    time.Duration `yaml:"lease_ttl"`
 	Attempts    string        `yaml:"attempts"`
-	LastError   string        `yaml:"last_error"`
-	Filter      string        `yaml:"filter"`
-	UnknownWhen string        `yaml:"unknown_when"`
+	// AttemptsOnInsert is the value a writer puts in attempts when it
+	// inserts a row (Spring Modulith 2.x writes 1): a row was retried
+	// when attempts is above it. Default 0.
+	AttemptsOnInsert int `yaml:"attempts_on_insert"`
+	// NullStatus is the state a NULL status means (pending, in_flight,
+	// published or dead); "" leaves such rows in no state.
+	NullStatus  string `yaml:"null_status"`
+	LastError   string `yaml:"last_error"`
+	Filter      string `yaml:"filter"`
+	UnknownWhen string `yaml:"unknown_when"`
 
 	// TimeZone is the zone in which the writers store the outbox's
 	// `timestamp without time zone` columns (EF Core and Hibernate often
 	// write UTC); "" means the server session's TimeZone. It does not
 	// apply to timestamptz columns.
 	TimeZone string `yaml:"time_zone"`
+	// EpochUnit reads the time columns of an integer type as a number of
+	// seconds ("s"), milliseconds ("ms") or microseconds ("us") since the
+	// Unix epoch; "" refuses integer time columns.
+	EpochUnit string `yaml:"epoch_unit"`
 
 	Deadline       time.Duration            `yaml:"deadline"`
 	Deadlines      map[string]time.Duration `yaml:"deadlines"`
@@ -107,7 +122,17 @@ type Outbox struct {
 	Aggregate string `yaml:"aggregate"`
 	Sequence  string `yaml:"sequence"`
 	Receipt   string `yaml:"receipt"`
+
+	// preset is the preset in use and the keys written beside it.
+	preset *presetUse
+	// renamed maps a label renamed because its written name is one the
+	// exporter sets itself to that written name.
+	renamed map[string]string
 }
+
+// RenamedLabels maps each label renamed with ReservedLabelPrefix to the
+// name written in the file.
+func (o *Outbox) RenamedLabels() map[string]string { return o.renamed }
 
 // StateStyle is how an outbox row's state is stored.
 type StateStyle int

@@ -193,6 +193,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if !labelValueOK(name) {
 		v.fail(p, "%q is not a valid outbox name", name)
 	}
+	v.outboxPreset(p, o)
 	v.database(p+".database", o.Database)
 	v.table(p+".table", o.Table)
 	if v.required(p+".id", o.ID) {
@@ -212,6 +213,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 		v.column(p+"."+k, col)
 	}
 	v.outboxStatuses(p, o)
+	v.outboxNullStatus(p, o)
 	if o.LeaseUntil != "" && o.ClaimedAt != "" {
 		v.fail(p+".claimed_at", "give lease_until or claimed_at with lease_ttl, not both")
 	}

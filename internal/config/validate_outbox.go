@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,19 +29,101 @@ func (v *validator) outboxTimeZone(p string, o *Outbox) {
 	}
 }
 
+// ReservedLabelPrefix is put before a label name the exporter sets itself
+// (topic, group, state, ...): a library's natural label column such as
+// topic becomes the label event_topic instead of being refused.
+const ReservedLabelPrefix = "event_"
+
+// renameReservedLabels renames each label whose name is reserved,
+// keeping the name written in Outbox.renamed.
+func (c *Config) renameReservedLabels() {
+	for _, o := range c.Outboxes {
+		for i, l := range o.Labels {
+			if reservedLabels[l.Name] {
+				if o.renamed == nil {
+					o.renamed = map[string]string{}
+				}
+				o.Labels[i].Name = ReservedLabelPrefix + l.Name
+				o.renamed[o.Labels[i].Name] = l.Name
+			}
+		}
+	}
+}
+
 // outboxLabels checks the label columns' names.
 func (v *validator) outboxLabels(p string, o *Outbox) {
+	seen := map[string]bool{}
 	for _, l := range o.Labels {
 		lp := p + ".labels." + l.Name
+		if w, ok := o.renamed[l.Name]; ok {
+			lp = p + ".labels." + w
+		}
+		if seen[l.Name] {
+			v.fail(lp, "label %q is given twice (a name the exporter sets itself is renamed with the prefix %s)", l.Name, ReservedLabelPrefix)
+		}
+		seen[l.Name] = true
 		if !labelRe.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
 			v.fail(lp, "%q is not a valid Prometheus label name", l.Name)
-		} else if reservedLabels[l.Name] {
-			v.fail(lp, "label %q is reserved by the exporter", l.Name)
 		}
 		if v.required(lp, l.Column) {
 			v.column(lp, l.Column)
 		}
 	}
+}
+
+// NullStatusValue stands for a NULL status among an outbox's status
+// values once null_status is applied (collectors/outbox/outboxsql): a
+// value no writer stores, as it starts with a control character.
+const NullStatusValue = "\x01NULL"
+
+// nullStatusStates are the states null_status may name.
+var nullStatusStates = []string{"pending", "in_flight", "published", "dead"}
+
+// outboxNullStatus checks null_status and attempts_on_insert.
+func (v *validator) outboxNullStatus(p string, o *Outbox) {
+	if o.NullStatus != "" {
+		switch {
+		case o.Status == "":
+			v.fail(p+".null_status", "needs a status column")
+		case !slices.Contains(nullStatusStates, o.NullStatus):
+			v.fail(p+".null_status", "%q is not one of %s", o.NullStatus, strings.Join(nullStatusStates, ", "))
+		}
+	}
+	if o.EpochUnit != "" && !slices.Contains([]string{"s", "ms", "us"}, o.EpochUnit) {
+		v.fail(p+".epoch_unit", "%q is not s, ms or us", o.EpochUnit)
+	}
+	if o.AttemptsOnInsert < 0 {
+		v.fail(p+".attempts_on_insert", "must be 0 or more, got %d", o.AttemptsOnInsert)
+	} else if o.AttemptsOnInsert > 0 && o.Attempts == "" {
+		v.fail(p+".attempts_on_insert", "needs attempts")
+	}
+}
+
+// WithNullStatus is o with NullStatusValue added to the status values of
+// the state null_status names, so that the rules and the queries read a
+// NULL status as that state; o itself without null_status.
+func (o *Outbox) WithNullStatus() *Outbox {
+	if o.NullStatus == "" || o.Status == "" {
+		return o
+	}
+	c := *o
+	add := func(vals []string) []string {
+		if slices.Contains(vals, NullStatusValue) {
+			return vals
+		}
+		return append(slices.Clone(vals), NullStatusValue)
+	}
+	switch o.NullStatus {
+	case "pending":
+		c.Pending = add(c.Pending)
+	case "in_flight":
+		c.InFlight = add(c.InFlight)
+	case "published":
+		c.Published = add(c.Published)
+	case "dead":
+		c.Dead = add(c.Dead)
+	}
+	return &c
 }
 
 // outboxStatuses checks the status values: each listed once, pending and

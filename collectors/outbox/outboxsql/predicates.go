@@ -22,12 +22,26 @@ type sqlRules struct {
 
 func (r sqlRules) col(c string) string { return r.q + pg.Ident(c) }
 
+// in is the condition that the status is one of vals; NullStatusValue
+// among them stands for a NULL status.
 func (r sqlRules) in(vals []string) string {
-	lits := make([]string, len(vals))
-	for i, v := range vals {
-		lits[i] = r.lit(v)
+	var lits []string
+	null := false
+	for _, v := range vals {
+		if v == config.NullStatusValue {
+			null = true
+			continue
+		}
+		lits = append(lits, r.lit(v))
 	}
-	return r.col(r.o.Status) + " IN (" + strings.Join(lits, ",") + ")"
+	p := r.col(r.o.Status) + " IN (" + strings.Join(lits, ",") + ")"
+	switch {
+	case null && len(lits) == 0:
+		return r.col(r.o.Status) + " IS NULL"
+	case null:
+		return "(" + p + " OR " + r.col(r.o.Status) + " IS NULL)"
+	}
+	return p
 }
 
 // claimColumn is the column whose being set means a row was claimed:
@@ -130,6 +144,9 @@ func (r sqlRules) unclassified() string {
 		return ""
 	}
 	all := dedupe(o.Pending, o.InFlight, o.Published, o.Dead, o.Unknown)
+	if contains(all, config.NullStatusValue) {
+		return "(" + r.col(o.Status) + " IS NOT NULL AND NOT " + r.in(all) + ")"
+	}
 	return "(" + r.col(o.Status) + " IS NULL OR NOT " + r.in(all) + ")"
 }
 

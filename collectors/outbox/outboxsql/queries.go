@@ -36,7 +36,7 @@ func (s *Spec) stateShape() stateShape {
 	st := "''::text"
 	if o.Status != "" {
 		add(col(o.Status), "st")
-		st = "s.st::text"
+		st = "coalesce(s.st::text, " + s.nullStatus() + ")"
 	}
 	// (SELECT ...) around now() is an InitPlan: computed once, not per row.
 	var bits []string
@@ -52,7 +52,7 @@ func (s *Spec) stateShape() stateShape {
 	}
 	if o.Attempts != "" {
 		add(col(o.Attempts), "at")
-		bits = append(bits, fmt.Sprintf("CASE WHEN s.at > 0 THEN %d ELSE 0 END", FactAttempted))
+		bits = append(bits, fmt.Sprintf("CASE WHEN s.at > %s THEN %d ELSE 0 END", s.attemptsOnInsert(), FactAttempted))
 	}
 	if o.UnknownWhen != "" {
 		add("coalesce(("+o.UnknownWhen+"), false)", "uw")
@@ -379,7 +379,7 @@ func (s *Spec) claimedUnknown() string {
 		p = append(p, "("+s.O.UnknownWhen+")")
 	}
 	if lc := s.LeaseColumn(); lc != "" && s.O.Attempts != "" {
-		p = append(p, "("+s.leasePassed(col(lc))+" AND "+col(s.O.Attempts)+" > 0)")
+		p = append(p, "("+s.leasePassed(col(lc))+" AND "+col(s.O.Attempts)+" > "+s.attemptsOnInsert()+")")
 	}
 	if len(p) == 0 {
 		return ""

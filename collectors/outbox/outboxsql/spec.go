@@ -27,8 +27,18 @@ type Spec struct {
 // from Introspect; the status column's type decides how status values are
 // written, and the timestamp columns' types how they are compared (the
 // outbox's check judges the rest). With an integer status column, every
-// configured status value must be an integer.
+// configured status value must be an integer. An outbox with a preset of
+// several schema generations is read as the generation its columns
+// match: Spec.O is that outbox.
 func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
+	o, _ = o.ForColumns(HasColumn(cols))
+	o = o.WithNullStatus()
+	if c, ok := cols[o.Status]; ok && c.Type == "bool" {
+		var err error
+		if o, err = boolStatuses(o); err != nil {
+			return nil, fmt.Errorf("outbox %q: %w", name, err)
+		}
+	}
 	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
 	if o.Status != "" {
 		c, ok := cols[o.Status]
@@ -47,6 +57,51 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 	return s, nil
 }
 
+// boolStatuses is o, whose status column is a boolean (a published or
+// dispatched flag), with its status values written as the server writes
+// a boolean as text, true or false, so that the rules compare them with
+// what the queries read.
+func boolStatuses(o *config.Outbox) (*config.Outbox, error) {
+	c := *o
+	var err error
+	conv := func(vals []string) []string {
+		out := make([]string, len(vals))
+		for i, v := range vals {
+			b, e := strconv.ParseBool(strings.TrimSpace(v))
+			switch {
+			case v == config.NullStatusValue:
+				out[i] = v
+			case e != nil:
+				if err == nil {
+					err = fmt.Errorf("status value %q is not true or false, but the status column is a boolean", v)
+				}
+			default:
+				out[i] = strconv.FormatBool(b)
+			}
+		}
+		return out
+	}
+	c.Pending, c.InFlight, c.Published, c.Dead, c.Unknown = conv(o.Pending), conv(o.InFlight), conv(o.Published), conv(o.Dead), conv(o.Unknown)
+	return &c, err
+}
+
+// HasColumn reports the columns of cols, as config's presets ask.
+func HasColumn(cols map[string]Column) func(string) bool {
+	return func(c string) bool { _, ok := cols[c]; return ok }
+}
+
+// nullStatus is what a NULL status reads as: NullStatusValue with
+// null_status, else ”.
+func (s *Spec) nullStatus() string {
+	if s.O.NullStatus != "" {
+		return pg.Literal(config.NullStatusValue)
+	}
+	return "''"
+}
+
+// attemptsOnInsert is the attempts value of a row never retried.
+func (s *Spec) attemptsOnInsert() string { return strconv.Itoa(s.O.AttemptsOnInsert) }
+
 // Table is the outbox's table as the queries name it, quoted.
 func (s *Spec) Table() string { return s.table }
 
@@ -56,10 +111,17 @@ func col(name string) string { return "t." + pg.Ident(name) }
 // read in the time_zone of the config, else in the session's TimeZone.
 func (s *Spec) Zoned(c string) bool { return s.cols[c].Type == "timestamp" }
 
+// AsTimestamptz is expr, a value of column c's type, as timestamptz,
+// read as the queries read it (time_zone, else the session's TimeZone).
+func (s *Spec) AsTimestamptz(c, expr string) string { return s.tz(c, expr) }
+
 // tz is expr, a value of column c's type, as timestamptz. The conversion
 // is applied to the value, never to the column inside an aggregate or a
 // comparison, so that the column's index still serves the query.
 func (s *Spec) tz(c, expr string) string {
+	if u := s.epochUnit(c); u != "" {
+		return "('epoch'::timestamptz + (" + expr + ") * '" + u + "'::interval)"
+	}
 	if !s.Zoned(c) {
 		return expr
 	}
@@ -74,10 +136,22 @@ func (s *Spec) tz(c, expr string) string {
 // compared in its time_zone; without one, timestamp against timestamptz
 // is a cross-type B-tree operator in the session's TimeZone.
 func (s *Spec) bound(c, tzExpr string) string {
+	if u := s.epochUnit(c); u != "" {
+		return "floor(extract(epoch from (" + tzExpr + ")) / extract(epoch from '" + u + "'::interval))::int8"
+	}
 	if s.Zoned(c) && s.O.TimeZone != "" {
 		return "((" + tzExpr + ") AT TIME ZONE " + pg.Literal(s.O.TimeZone) + ")"
 	}
 	return tzExpr
+}
+
+// epochUnit is, for a time column of an integer type read with
+// epoch_unit, the interval one unit of it is; "" for any other column.
+func (s *Spec) epochUnit(c string) string {
+	if s.O.EpochUnit == "" || !s.cols[c].IsInteger() {
+		return ""
+	}
+	return map[string]string{"s": "1 second", "ms": "1 millisecond", "us": "1 microsecond"}[s.O.EpochUnit]
 }
 
 // epochMicros is a timestamptz expression in microseconds since the epoch.
@@ -198,7 +272,7 @@ func (s *Spec) factExprs() []string {
 	o := s.O
 	st := "''::text"
 	if o.Status != "" {
-		st = "coalesce(" + col(o.Status) + "::text, '')"
+		st = "coalesce(" + col(o.Status) + "::text, " + s.nullStatus() + ")"
 	}
 	claim, passed := "false", "false"
 	if cc := claimColumn(o); cc != "" {
@@ -209,7 +283,7 @@ func (s *Spec) factExprs() []string {
 	}
 	attempted := "false"
 	if o.Attempts != "" {
-		attempted = "coalesce(" + col(o.Attempts) + " > 0, false)"
+		attempted = "coalesce(" + col(o.Attempts) + " > " + s.attemptsOnInsert() + ", false)"
 	}
 	uw := "false"
 	if o.UnknownWhen != "" {
@@ -222,7 +296,7 @@ func (s *Spec) factExprs() []string {
 // read it back (status::text): an integer status in canonical decimal
 // form, so that "01" and "1" match.
 func CanonicalStatus(v string, intStatus bool) (string, error) {
-	if !intStatus {
+	if !intStatus || v == config.NullStatusValue {
 		return v, nil
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
