@@ -47,7 +47,16 @@ func (b *builder) reconcileAlerts() []Rule {
 	if len(b.cfg.Reconcile) == 0 {
 		return nil
 	}
-	rules := []Rule{
+	rules := b.reconcileGapAlerts()
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
+		rules = append(rules, b.reconcileJobAlerts(name, b.cfg.Reconcile[name])...)
+	}
+	return rules
+}
+
+// reconcileGapAlerts fire on the gaps any job finds.
+func (b *builder) reconcileGapAlerts() []Rule {
+	return []Rule{
 		b.alert("OutboxReconcileMissingOutbox", SeverityCritical,
 			fmt.Sprintf("max by (%s) (outbox_reconcile_gaps%s) > 0", b.by("reconcile"), b.selector(eq("kind", "missing_outbox"))),
 			"1m",
@@ -61,10 +70,6 @@ func (b *builder) reconcileAlerts() []Rule {
 			"Reconcile job {{ $labels.reconcile }} found {{ $value }} gaps of kind {{ $labels.kind }} between the authority and the target.",
 			nil),
 	}
-	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
-		rules = append(rules, b.reconcileJobAlerts(name, b.cfg.Reconcile[name])...)
-	}
-	return rules
 }
 
 // reconcileJobAlerts are the alerts on one job's runs, labelled with the
