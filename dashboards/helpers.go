@@ -107,9 +107,10 @@ func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
 	return queryVariable(label, strings.ToUpper(label[:1])+strings.ReplaceAll(label[1:], "_", " "), q, ".*")
 }
 
-// outboxVariables are the filter variables of the outboxes' label columns
-// (event type, destination...).
+// outboxVariables are the filter variables of the outbox and of the
+// outboxes' label columns (event type, destination...).
 func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
+	d.WithVariable(filterVariable("outbox", "outbox_oldest_pending_age_seconds"))
 	for _, l := range outboxLabels(cfg) {
 		d.WithVariable(filterVariable(l, "outbox_oldest_pending_age_seconds"))
 	}
@@ -118,7 +119,7 @@ func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
 // outboxSel is sel for a metric that carries the outboxes' label columns:
 // each filtered by its variable.
 func outboxSel(cfg *config.Config, extra ...string) string {
-	var ms []string
+	ms := []string{`outbox=~"$outbox"`}
 	for _, l := range outboxLabels(cfg) {
 		ms = append(ms, l+`=~"$`+l+`"`)
 	}
@@ -232,6 +233,7 @@ func finish(cfg *config.Config) func(dashboard.Dashboard, error) (dashboard.Dash
 		if cl := clusterLabel(cfg); cl != "" {
 			newClusterScoper(cl).apply(&d)
 		}
+		linkRunbooks(cfg, &d)
 		return number(d), nil
 	}
 }
