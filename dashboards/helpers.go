@@ -21,11 +21,12 @@ func datasource() common.DataSourceRef {
 	return common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 }
 
-// newDashboard starts a dashboard with the fixed uid, the common tags,
+// newDashboard starts a dashboard with the fixed uid (after the
+// configured prefix), the common tags,
 // links to its siblings and the datasource, job and instance variables.
 func newDashboard(cfg *config.Config, uid, title, description string) *dashboard.DashboardBuilder {
 	d := dashboard.NewDashboardBuilder(title).
-		Uid(uid).
+		Uid(cfg.Alerting.DashboardUIDPrefix + uid).
 		Description(description).
 		Tags([]string{Tag}).
 		Readonly().

@@ -108,3 +108,40 @@ func TestNoOutboxWrittenIn(t *testing.T) {
 		t.Error("the overview has no outbox variable")
 	}
 }
+
+// TestUIDPrefix: two configs with different prefixes give dashboards with
+// no uid in common, so both can be provisioned in one Grafana; a bad
+// prefix is refused naming its key and line, not its value.
+func TestUIDPrefix(t *testing.T) {
+	uids := func(prefix string) map[string]bool {
+		cfg := exampleConfig(t)
+		cfg.Alerting.DashboardUIDPrefix = prefix
+		ds, err := All(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, d := range ds {
+			if uid := derefString(d.Dashboard.Uid); !strings.HasPrefix(uid, prefix) || len(uid) > 40 {
+				t.Errorf("uid %q does not start with %q or is longer than Grafana's 40", uid, prefix)
+				continue
+			}
+			out[*d.Dashboard.Uid] = true
+		}
+		return out
+	}
+	eu, us := uids("eu-payments-"), uids("us_")
+	for uid := range eu {
+		if us[uid] {
+			t.Errorf("both configs make uid %s", uid)
+		}
+	}
+	if len(eu) < 5 || len(us) != len(eu) {
+		t.Errorf("%d and %d dashboards", len(eu), len(us))
+	}
+	const bad = "databases:\n  db: {dsn: \"postgres://x@h/db\"}\nalerting:\n  dashboard_uid_prefix: \"sEcReT/prefix that is far too long\"\n"
+	_, err := config.Parse([]byte(bad), func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "alerting.dashboard_uid_prefix") || !strings.Contains(err.Error(), "line 4") || strings.Contains(err.Error(), "sEcReT") {
+		t.Errorf("bad prefix: %v", err)
+	}
+}
