@@ -26,7 +26,7 @@ func datasource() common.DataSourceRef {
 // links to its siblings and the datasource, job and instance variables.
 func newDashboard(cfg *config.Config, uid, title, description string) *dashboard.DashboardBuilder {
 	d := dashboard.NewDashboardBuilder(title).
-		Uid(cfg.Alerting.DashboardUIDPrefix + uid).
+		Uid(cfg.Alerting.DashboardUIDPrefix+uid).
 		Description(description).
 		Tags([]string{Tag}).
 		Readonly().
