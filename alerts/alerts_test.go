@@ -27,11 +27,12 @@ var requireTool = testutil.RequireTool
 // rules that repeat per outbox, Kafka cluster or reconcile job must not
 // be duplicates.
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := requireTool(t, "promtool")
-	for _, f := range []string{"testdata/example.rules.yml", "testdata/multi.rules.yml"} {
-		out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", f).CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool check rules --lint=all --lint-fatal %s: %v\n%s", f, err, out)
+	for _, promtool := range testutil.Promtools(t) {
+		for _, f := range []string{"testdata/example.rules.yml", "testdata/multi.rules.yml", "testdata/generic.rules.yml"} {
+			out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", f).CombinedOutput()
+			if err != nil {
+				t.Errorf("%s check rules --lint=all --lint-fatal %s: %v\n%s", promtool, f, err, out)
+			}
 		}
 	}
 }
@@ -67,11 +68,14 @@ func TestPromtoolLintFindsDuplicates(t *testing.T) {
 	}
 }
 
+// TestPromtoolTestRules runs the promtool tests of multi.yml's rules with
+// Debian's promtool 2.x and with 3.x.
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "test", "rules", "testdata/multi.rules.test.yml").CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	for _, promtool := range testutil.Promtools(t) {
+		out, err := exec.Command(promtool, "test", "rules", "testdata/multi.rules.test.yml").CombinedOutput()
+		if err != nil {
+			t.Errorf("%s test rules: %v\n%s", promtool, err, out)
+		}
 	}
 }
 
@@ -394,9 +398,10 @@ reconcile:
 // The order and receipt alerts exist only for outboxes and audits with
 // aggregate, sequence and receipt, which deploy/example.yml has.
 func TestPromtoolTestOrderRules(t *testing.T) {
-	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "test", "rules", "testdata/order.rules.test.yml").CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	for _, promtool := range testutil.Promtools(t) {
+		out, err := exec.Command(promtool, "test", "rules", "testdata/order.rules.test.yml").CombinedOutput()
+		if err != nil {
+			t.Errorf("%s test rules: %v\n%s", promtool, err, out)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // cdcConfig is the example config with two outboxes published by change
@@ -48,12 +49,13 @@ func TestCDCAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "cdc.rules.yml", out)
-	promtool := requireTool(t, "promtool")
-	if out, err := exec.Command(promtool, "check", "rules", "testdata/cdc.rules.yml").CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(promtool, "test", "rules", "testdata/cdc.rules.test.yml").CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	for _, promtool := range testutil.Promtools(t) {
+		if out, err := exec.Command(promtool, "check", "rules", "testdata/cdc.rules.yml").CombinedOutput(); err != nil {
+			t.Fatalf("%s check rules: %v\n%s", promtool, err, out)
+		}
+		if out, err := exec.Command(promtool, "test", "rules", "testdata/cdc.rules.test.yml").CombinedOutput(); err != nil {
+			t.Fatalf("%s test rules: %v\n%s", promtool, err, out)
+		}
 	}
 	plain, err := Build(exampleConfig(t))
 	if err != nil {

@@ -48,10 +48,19 @@ func (b *builder) reconcileAlerts() []Rule {
 	if len(b.cfg.Reconcile) == 0 {
 		return nil
 	}
-	// The gaps of critical severity page on their own alert; every other
-	// kind opens a ticket on the shared one.
+	rules := b.reconcileGapAlerts()
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
+		rules = append(rules, b.reconcileJobAlerts(name, b.cfg.Reconcile[name])...)
+	}
+	return rules
+}
+
+// reconcileGapAlerts fire on the gaps any job finds. The gaps of critical
+// severity page on their own alert; every other kind opens a ticket on
+// the shared one.
+func (b *builder) reconcileGapAlerts() []Rule {
 	critical := vocab.GapKindsOf(vocab.Critical)
-	rules := []Rule{
+	return []Rule{
 		b.alert("OutboxReconcileMissingOutbox", SeverityCritical,
 			fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelReconcile), vocab.ReconcileGaps, b.selector(kindIn(critical, true))),
 			"1m",
@@ -65,10 +74,6 @@ func (b *builder) reconcileAlerts() []Rule {
 			"Reconcile job {{ $labels.reconcile }} found {{ $value }} gaps of kind {{ $labels.kind }} between the authority and the target.",
 			nil),
 	}
-	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
-		rules = append(rules, b.reconcileJobAlerts(name, b.cfg.Reconcile[name])...)
-	}
-	return rules
 }
 
 // reconcileJobAlerts are the alerts on one job's runs, labelled with the

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
 // SLOWindows are the windows the publish-SLO error ratio is recorded over:
@@ -109,7 +111,7 @@ func (b *builder) sloAlerts() []Rule {
 			if c.severity == SeverityWarning {
 				summary = "Events are published late fast enough to spend the error budget this month."
 			}
-			rules = append(rules, b.alert("OutboxPublishDeadlineBudgetBurn", c.severity, b.burnExpr(name, obj, c), c.forDur,
+			rules = append(rules, b.alert("OutboxPublishDeadlineBudgetBurn", c.severity, b.burnExpr(name, o, obj, c), c.forDur,
 				summary,
 				fmt.Sprintf("{{ $value | humanizePercentage }} of the events of outbox {{ $labels.outbox }} were published after their deadline over the last %s (and the last %s); the objective is %s on time. At this rate the 30-day error budget is gone in %s days.",
 					c.long, c.short, pct, days),
@@ -120,11 +122,14 @@ func (b *builder) sloAlerts() []Rule {
 }
 
 // burnExpr is one burn condition of one outbox with objective obj, guarded
-// against low traffic.
-func (b *builder) burnExpr(outbox, obj string, c burn) string {
+// against low traffic. The guard counts each late event once however many
+// replicas saw it: every replica counts the same events, so the counts of
+// one label set are taken as their largest over the replicas (by) before
+// the label sets are added up.
+func (b *builder) burnExpr(outbox string, o *config.Outbox, obj string, c burn) string {
 	m := "{" + eq("outbox", outbox) + "}"
 	f := strconv.FormatFloat(c.factor, 'f', -1, 64)
-	return fmt.Sprintf("%s%s > (%s * (1 - %s))\nand\n%s%s > (%s * (1 - %s))\nand on (%s)\nsum by (%s) (increase(outbox_published_late_events_total%s[%s])) >= %d",
+	return fmt.Sprintf("%s%s > (%s * (1 - %s))\nand\n%s%s > (%s * (1 - %s))\nand on (%s)\nsum by (%s) (max by (%s) (increase(outbox_published_late_events_total%s[%s]))) >= %d",
 		ErrorRatioRecord(c.long), m, f, obj, ErrorRatioRecord(c.short), m, f, obj,
-		b.by("outbox"), b.by("outbox"), b.selector(eq("outbox", outbox)), c.long, MinLateEvents)
+		b.by("outbox"), b.by("outbox"), b.outboxBy(o), b.selector(eq("outbox", outbox)), c.long, MinLateEvents)
 }

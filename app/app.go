@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/collectors/kafka"
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/collectors/settings"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/reconcile"
@@ -86,6 +87,9 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 		b.reload.Apply()
 	}
 	b.cs = append(b.cs, b.a.Reconcile.Collectors()...)
+	// The thresholds the generic rules read (objectives, reconcile
+	// intervals), from the config just built.
+	b.cs = append(b.cs, settings.New(cfg))
 	b.a.Exporter = collectors.NewExporter(logger, b.cs...)
 	// Only now that nothing can fail: prev no longer closes what a kept.
 	for _, key := range b.kept {

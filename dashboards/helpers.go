@@ -22,11 +22,12 @@ func datasource() common.DataSourceRef {
 	return common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 }
 
-// newDashboard starts a dashboard with the fixed uid, the common tags,
+// newDashboard starts a dashboard with the fixed uid (after the
+// configured prefix), the common tags,
 // links to its siblings and the datasource, job and instance variables.
 func newDashboard(cfg *config.Config, uid, title, description string) *dashboard.DashboardBuilder {
 	d := dashboard.NewDashboardBuilder(title).
-		Uid(uid).
+		Uid(cfg.Alerting.DashboardUIDPrefix+uid).
 		Description(description).
 		Tags([]string{Tag}).
 		Readonly().
@@ -108,9 +109,10 @@ func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
 	return queryVariable(label, strings.ToUpper(label[:1])+strings.ReplaceAll(label[1:], "_", " "), q, ".*")
 }
 
-// outboxVariables are the filter variables of the outboxes' label columns
-// (event type, destination...).
+// outboxVariables are the filter variables of the outbox and of the
+// outboxes' label columns (event type, destination...).
 func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
+	d.WithVariable(filterVariable("outbox", "outbox_oldest_pending_age_seconds"))
 	for _, l := range outboxLabels(cfg) {
 		d.WithVariable(filterVariable(l, vocab.OutboxOldestPendingAge))
 	}
@@ -119,7 +121,7 @@ func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
 // outboxSel is sel for a metric that carries the outboxes' label columns:
 // each filtered by its variable.
 func outboxSel(cfg *config.Config, extra ...string) string {
-	var ms []string
+	ms := []string{`outbox=~"$outbox"`}
 	for _, l := range outboxLabels(cfg) {
 		ms = append(ms, l+`=~"$`+l+`"`)
 	}
@@ -233,6 +235,7 @@ func finish(cfg *config.Config) func(dashboard.Dashboard, error) (dashboard.Dash
 		if cl := clusterLabel(cfg); cl != "" {
 			newClusterScoper(cl).apply(&d)
 		}
+		linkRunbooks(cfg, &d)
 		return number(d), nil
 	}
 }

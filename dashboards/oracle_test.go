@@ -32,7 +32,7 @@ func panelExpr(t *testing.T, title, ref string) string {
 			}
 			_ = json.Unmarshal(b, &m)
 			if m.RefID == ref {
-				return strings.NewReplacer(`"$job"`, `".+"`, `"$instance"`, `".+"`, `"$event_type"`, `".*"`, `"$destination"`, `".*"`, "$__rate_interval", "5m").Replace(m.Expr)
+				return strings.NewReplacer(`"$job"`, `".+"`, `"$instance"`, `".+"`, `"$outbox"`, `".*"`, `"$event_type"`, `".*"`, `"$destination"`, `".*"`, "$__rate_interval", "5m").Replace(m.Expr)
 			}
 		}
 	}

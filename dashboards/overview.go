@@ -2,8 +2,6 @@ package dashboards
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -64,7 +62,7 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(graph("Lease expiries per minute",
 			"Distinct (row, lease) expiries observed per minute. A steady stream means relays die, hang or overrun their lease while publishing.",
 			"short",
-			target{fmt.Sprintf("max by (outbox) (rate(outbox_lease_expirations_total%s[%s])) * 60", sel(), RateInterval), "{{outbox}}"},
+			target{fmt.Sprintf("max by (outbox) (rate(outbox_lease_expirations_total%s[%s])) * 60", sel(`outbox=~"$outbox"`), RateInterval), "{{outbox}}"},
 		)).
 		WithRow(dashboard.NewRowBuilder("Publishing")).
 		WithPanel(graph("Publish rate",
@@ -93,7 +91,7 @@ func sloRow(d *dashboard.DashboardBuilder, cfg *config.Config, by, osel string) 
 	if slo := sloTargets(cfg); len(slo) > 0 {
 		d.WithRow(dashboard.NewRowBuilder("SLO: published within deadline")).
 			WithPanel(graph("Share published within deadline",
-				"Of the rows seen becoming published, the share published before their deadline, over all label values (the max over replicas of each, added up). The objective of each outbox is in its config (slo_objective, default 99.9%).",
+				"Of the rows seen becoming published, the share published before their deadline, over all label values (the max over replicas of each, added up). The objective of each outbox is in its config (slo_objective, default 99.9%) and in outbox_slo_objective.",
 				"percentunit",
 				target{fmt.Sprintf("1 - (\n  sum by (outbox) (max by (%[1]s) (rate(outbox_published_late_events_total%[2]s[%[3]s])))\n/\n  sum by (outbox) (max by (%[1]s) (rate(outbox_published_events_total%[2]s[%[3]s])))\n)", by, osel, RateInterval), "{{outbox}}"},
 			).Max(1)).
@@ -128,20 +126,19 @@ func percentile(q string) string {
 	return strconv.FormatFloat(f*100, 'f', -1, 64)
 }
 
-// sloTargets are the error-budget queries of the outboxes whose publish
-// time is known, each against its own objective.
+// sloTargets is the error-budget query of every outbox whose publish
+// time is known, each against its own objective as the exporter exports
+// it (outbox_slo_objective): no outbox or objective is written into the
+// dashboard.
 func sloTargets(cfg *config.Config) []target {
-	var ts []target
-	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
-		o := cfg.Outboxes[name]
-		if o.PublishedAt == "" {
-			continue
+	for _, o := range cfg.Outboxes {
+		if o.PublishedAt != "" {
+			return []target{{
+				fmt.Sprintf("1 - (\n  max by (outbox) (%s%s)\n/ on (outbox)\n  (1 - max by (outbox) (%s%s))\n)",
+					alerts.ErrorRatioRecord("30d"), recordSel(`outbox=~"$outbox"`), alerts.SLOObjectiveMetric, sel(`outbox=~"$outbox"`)),
+				"{{outbox}}",
+			}}
 		}
-		obj := strconv.FormatFloat(o.SLOObjective, 'f', -1, 64)
-		ts = append(ts, target{
-			fmt.Sprintf("1 - (max by (outbox) (%s%s) / (1 - %s))", alerts.ErrorRatioRecord("30d"), recordSel(`outbox="`+name+`"`), obj),
-			"{{outbox}}",
-		})
 	}
-	return ts
+	return nil
 }

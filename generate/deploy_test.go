@@ -108,7 +108,7 @@ func TestKubernetesManifests(t *testing.T) {
 		kind, _ := doc["kind"].(string)
 		kinds[kind] = doc
 	}
-	for _, k := range []string{"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"} {
+	for _, k := range []string{"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget"} {
 		if kinds[k] == nil {
 			t.Fatalf("the kustomization has no %s", k)
 		}
@@ -320,10 +320,7 @@ func TestHelmChartIsCurrent(t *testing.T) {
 	if strings.Contains(values.Config, "127.0.0.1") {
 		t.Error("the chart's config names a loopback address, which no pod can reach")
 	}
-	files, err := Files(exampleConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := deployFiles(t)
 	want := map[string][]byte{"outbox.rules.yml": files[RulesFile]}
 	for name, b := range files {
 		if strings.HasPrefix(name, DashboardDir+"/") && strings.HasSuffix(name, ".json") {

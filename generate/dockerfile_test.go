@@ -50,3 +50,22 @@ func TestDockerfilePinsItsBases(t *testing.T) {
 		t.Error("no golang build stage found")
 	}
 }
+
+// TestDockerfileStampsTheBuild: the image's build sets every field of
+// outbox_exporter_build_info and --version (version, revision, branch,
+// build date) from its build arguments.
+func TestDockerfileStampsTheBuild(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"Version=${VERSION}", "Revision=${REVISION}", "Branch=${BRANCH}", "BuildDate=${BUILD_DATE}"} {
+		if !strings.Contains(string(raw), "-X github.com/prometheus/common/version."+v) {
+			t.Errorf("the Dockerfile's ldflags do not set %s", v)
+		}
+		arg := strings.TrimSuffix(strings.SplitN(v, "${", 2)[1], "}")
+		if !strings.Contains(string(raw), "ARG "+arg+"=") || !strings.Contains(string(raw), "--build-arg "+arg+"=") {
+			t.Errorf("the Dockerfile declares or documents no build argument %s", arg)
+		}
+	}
+}

@@ -54,6 +54,27 @@ func Files(cfg *config.Config) (map[string][]byte, error) {
 	return out, nil
 }
 
+// GenericFiles renders the rules that serve any config (alerts.Generic)
+// at the paths Files gives the config's own: the rule file and the
+// PrometheusRule. The Helm chart and the kustomize manifests ship these,
+// since they cannot know the config a user installs them with. Of a's
+// fields, the selector should be empty unless every install sets the job
+// label it names.
+func GenericFiles(a config.Alerting) (map[string][]byte, error) {
+	rules, err := alerts.Generic(a)
+	if err != nil {
+		return nil, fmt.Errorf("render generic rules: %w", err)
+	}
+	out := map[string][]byte{}
+	if out[RulesFile], err = alerts.Marshal(rules); err != nil {
+		return nil, fmt.Errorf("render generic %s: %w", RulesFile, err)
+	}
+	if out[PrometheusRuleFile], err = alerts.MarshalPrometheusRule(rules, "outbox-exporter"); err != nil {
+		return nil, fmt.Errorf("render generic %s: %w", PrometheusRuleFile, err)
+	}
+	return out, nil
+}
+
 // Write renders the dashboards and rules for cfg and writes them under
 // outDir, creating it if needed. Every file is rendered and written to a
 // temporary directory inside outDir first, then renamed into place, so a

@@ -9,6 +9,8 @@
 #   - Maven Central: Apache Kafka (broker, tools, Connect) into .cache/kafka-*,
 #     Debezium's PostgreSQL connector into .cache/debezium-*, the outbox
 #     libraries that ship their DDL (libraries/) into .cache/libraries-*
+#   - the Go module proxy: promtool 3.x, built into .cache/bin/promtool (the
+#     rule tests run it beside Debian's 2.x promtool)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -84,3 +86,16 @@ libraries_version=$(sed -n 's|.*<libraries.version>\(.*\)</libraries.version>.*|
 fetch scripts/libraries/pom.xml ".cache/libraries-$libraries_version"
 
 go mod download
+
+# promtool 3.x, built from its source on the Go module proxy (no binary
+# download), once per version: 3.x reads ranges and instant selectors
+# left-open, so rules and their tests must hold on both. The stamp file
+# names the version built.
+promtool3=v0.316.0
+if [ ! -x .cache/bin/promtool ] || [ ! -f ".cache/bin/.promtool-$promtool3" ]; then
+  echo "deps: building promtool $promtool3 (Prometheus 3.x) into .cache/bin"
+  mkdir -p .cache/bin
+  GOBIN="$PWD/.cache/bin" go install "github.com/prometheus/prometheus/cmd/promtool@$promtool3"
+  rm -f .cache/bin/.promtool-*
+  touch ".cache/bin/.promtool-$promtool3"
+fi

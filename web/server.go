@@ -55,6 +55,8 @@ type Server struct {
 	// scrape's registry with the App's: gathering two registries
 	// through prometheus.Gatherers checks and sorts every series twice.
 	staticCs []prometheus.Collector
+	// self holds the metrics handler's own metrics (promhttp_*).
+	self selfCollectors
 
 	rec  *recorder
 	gate stuckGate
@@ -169,7 +171,7 @@ func (s *Server) Close() {
 // Handler returns the HTTP handler for every path the exporter serves.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+s.opts.TelemetryPath, s.serveMetrics)
+	mux.Handle("GET "+s.opts.TelemetryPath, promhttp.InstrumentMetricHandler(&s.self, http.HandlerFunc(s.serveMetrics)))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("Healthy.\n"))
 	})
@@ -230,19 +232,22 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.scrapeTimeout(r))
 	defer cancel()
 	reg := prometheus.NewRegistry()
+	opts := promhttp.HandlerOpts{
+		ErrorLog:           slog.NewLogLogger(s.log.Handler(), slog.LevelError),
+		ErrorHandling:      promhttp.ContinueOnError,
+		DisableCompression: true, // gzip.go
+		Registry:           &s.self,
+	}
+	h := promhttp.HandlerFor(recordingGatherer{g: reg, rec: s.rec, now: time.Now}, opts)
 	reg.MustRegister(s.staticCs...)
+	reg.MustRegister(s.self.collectors()...)
 	if a := s.App(); a != nil {
 		if err := reg.Register(scrape{ctx: ctx, e: a.Exporter}); err != nil {
 			http.Error(w, "register collectors: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 	}
-	g := recordingGatherer{g: reg, rec: s.rec, now: time.Now}
-	serveCompressed(promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:           slog.NewLogLogger(s.log.Handler(), slog.LevelError),
-		ErrorHandling:      promhttp.ContinueOnError,
-		DisableCompression: true, // gzip.go
-	}), w, r)
+	serveCompressed(h, w, r)
 }
 
 // gather runs one collection outside a scrape and records it.

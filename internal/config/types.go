@@ -289,4 +289,8 @@ type Alerting struct {
 	// absence is judged per value. The mixins' clusterLabel. Default
 	// empty: one Prometheus.
 	ClusterLabel string `yaml:"cluster_label"`
+	// DashboardUIDPrefix starts the uid of every generated dashboard, so
+	// that the dashboards of two configs can share one Grafana. Default
+	// empty: the uids are outbox-overview, outbox-consumers and so on.
+	DashboardUIDPrefix string `yaml:"dashboard_uid_prefix"`
 }

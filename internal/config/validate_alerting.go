@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -16,9 +17,20 @@ var exporterLabels = []string{
 	"topic", "version",
 }
 
+// MaxDashboardUIDPrefix is the longest alerting.dashboard_uid_prefix:
+// Grafana's 40 characters less the longest dashboard uid of our own
+// ("outbox-consumers", "outbox-reconcile").
+const MaxDashboardUIDPrefix = 24
+
+// uidPrefixRe is what a dashboard uid prefix may hold.
+var uidPrefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]{0,24}$`)
+
 // alerting checks the alerting section: the cluster label must be a label
 // name that none of the exporter's metrics already use.
 func (v *validator) alerting(p string, a *Alerting) {
+	if !uidPrefixRe.MatchString(a.DashboardUIDPrefix) {
+		v.fail(p+".dashboard_uid_prefix", "must be at most %d letters, digits, '-' or '_' (Grafana's uids are at most 40 characters, and the dashboards' own part takes %d)", MaxDashboardUIDPrefix, 40-MaxDashboardUIDPrefix)
+	}
 	cl := strings.TrimSpace(a.ClusterLabel)
 	if cl == "" {
 		return

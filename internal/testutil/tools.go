@@ -46,3 +46,34 @@ func PromtoolTestRules(t testing.TB, dir, name, content string) {
 		t.Fatalf("promtool test rules on the exporter's real values: %v\n%s\n%s", err, out, content)
 	}
 }
+
+// Promtool3 is where scripts/deps.sh builds promtool 3.x from the Go module
+// proxy, relative to the repository's root.
+const Promtool3 = ".cache/bin/promtool"
+
+// Promtools returns the promtool binaries the rule tests run with: Debian's
+// (2.x) and the 3.x one scripts/deps.sh builds, which differ in how far
+// back a range or an instant selector reaches. Either missing fails the
+// test with how to get it.
+func Promtools(t testing.TB) []string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "deps.sh")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no scripts/deps.sh above the test's directory: cannot find the repository's root")
+		}
+		dir = parent
+	}
+	p3 := filepath.Join(dir, Promtool3)
+	if _, err := os.Stat(p3); err != nil {
+		t.Fatalf("promtool 3.x is not built; run scripts/deps.sh (it builds %s from the Go module proxy): %v", Promtool3, err)
+	}
+	return []string{RequireTool(t, "promtool"), p3}
+}

@@ -36,6 +36,8 @@ func newOf(apiVersion, kind string) (any, error) {
 	switch apiVersion + "/" + kind {
 	case "v1/ConfigMap":
 		return &corev1.ConfigMap{}, nil
+	case "v1/ServiceAccount":
+		return &corev1.ServiceAccount{}, nil
 	case "v1/Service":
 		return &corev1.Service{}, nil
 	case "apps/v1/Deployment":

@@ -32,3 +32,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "outbox-exporter.config" -}}
 {{- .Values.config -}}
 {{- end -}}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "outbox-exporter.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "outbox-exporter.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
