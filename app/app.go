@@ -58,7 +58,7 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 // change is taken over from prev, state and all, so that counters do not
 // restart and the events around the reload are counted (issue 14, item
 // 4): the pools of unchanged databases, the samplers of unchanged
-// outboxes, the slot collectors (and WAL histories) of unchanged cdc
+// outboxes (whether or not their database changed), the slot collectors (and WAL histories) of unchanged cdc
 // databases, the clients and caches of unchanged Kafka clusters, the
 // auditors of unchanged audits (still running) and, per reconcile job,
 // the state of every unchanged job (last results, last success, a run in
@@ -133,16 +133,20 @@ func (b *builder) pools(ctx context.Context) error {
 	return nil
 }
 
-// outboxes builds a collector per outbox; an unchanged one (and its
-// database) continues the previous collector's sampler. It follows cdcs:
-// an outbox published by a slot reads its slot's collector.
+// outboxes builds a collector per outbox; an unchanged one continues the
+// previous collector's sampler, even when its databases entry changed
+// (a new DSN after a failover, another statement_timeout): counters,
+// watermarks and lease memory belong to the outbox, not to the pool, so
+// the rows published while the reload ran are counted by the next
+// collection through the new pool. It follows cdcs: an outbox published
+// by a slot reads its slot's collector.
 func (b *builder) outboxes(context.Context) error {
 	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
 		c := outbox.NewCollector(name, o, b.a.Pools[o.Database], b.a.logger)
 		b.publishedBySlot(name, c)
-		if b.prev != nil && reflect.DeepEqual(b.pcfg.Databases[o.Database], cfg.Databases[o.Database]) {
+		if b.prev != nil {
 			c.KeepState(b.prev.outbox[name])
 		}
 		b.a.outbox[name] = c
