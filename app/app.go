@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
+	"github.com/outbox-exporter/outbox_exporter/collectors/database"
 	"github.com/outbox-exporter/outbox_exporter/collectors/kafka"
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -119,16 +120,19 @@ func (b *builder) keep(key string, prevCfg, cfg any) bool {
 func (b *builder) pools(ctx context.Context) error {
 	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
-		if b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
+		if !b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
+			pool, err := pg.Open(ctx, cfg.Databases[name])
+			if err != nil {
+				return fmt.Errorf("database %q: %w", name, err)
+			}
+			b.a.Pools[name] = pool
+			b.a.own("db/"+name, pool.Close)
+		} else {
 			b.a.Pools[name] = b.prev.Pools[name]
-			continue
 		}
-		pool, err := pg.Open(ctx, cfg.Databases[name])
-		if err != nil {
-			return fmt.Errorf("database %q: %w", name, err)
-		}
-		b.a.Pools[name] = pool
-		b.a.own("db/"+name, pool.Close)
+		// Whether it is a standby, and how far behind: what every outbox
+		// read there is worth.
+		b.cs = append(b.cs, database.NewCollector(name, b.a.Pools[name]))
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 			continue
 		}
 		fmt.Fprintf(stdout, "database %s (%s): OK\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()))
+		ok = checkStandby(ctx, stdout, name, pools[name]) && ok
 	}
 	ok = checkEach(stdout, "outbox", cfg.Outboxes, func(name string, o *config.Outbox) (string, bool, error) {
 		if err := pg.PreparePredicates(ctx, pools[o.Database], o.Table,
