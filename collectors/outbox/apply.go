@@ -3,6 +3,8 @@ package outbox
 import (
 	"sort"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
 
 // apply decides from what fetch read and advances the sampler's state.
@@ -16,11 +18,11 @@ func (s *Sampler) apply(r *read) *Snapshot {
 		marks[i] = Mark{Key: p.ID, At: p.PublishedAt}
 	}
 	var fresh []PublishedRow
-	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= MaxPublishedRows) {
+	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= outboxsql.MaxPublishedRows) {
 		fresh = append(fresh, r.published[i])
 	}
-	if s.spec.leaseColumn() != "" {
-		s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= MaxPublishedRows)))
+	if s.spec.LeaseColumn() != "" {
+		s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= outboxsql.MaxPublishedRows)))
 		s.leases += uint64(s.live.judge(r.now, r.live, r.leases, r.fates, o.LeaseUntil != ""))
 	}
 
@@ -139,7 +141,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			continue
 		}
 		x.Events[stateIndex(st)] += float64(g.rows)
-		x.PastDeadline += float64(g.late[s.spec.lateColumn(Deadline(s.o, x.Labels))])
+		x.PastDeadline += float64(g.late[s.spec.LateColumn(Deadline(s.o, x.Labels))])
 		if g.facts.Attempted {
 			x.Retried += float64(g.rows)
 		}

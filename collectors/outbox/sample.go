@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
@@ -34,7 +35,7 @@ type Series struct {
 	// Published and PublishedLate are cumulative since the sampler started.
 	Published     uint64
 	PublishedLate uint64
-	// OutOfOrder and NoReceipt: order.go, receipt.go.
+	// OutOfOrder and NoReceipt: order.go, outboxsql/receipt.go.
 	OutOfOrder float64
 	NoReceipt  uint64
 }
@@ -63,7 +64,7 @@ type Sampler struct {
 	o    *config.Outbox
 	sem  chan struct{}
 
-	spec   *Spec
+	spec   *boundSpec
 	cap    *SeriesCap
 	tuples map[string]*tupleState
 	wm     Watermark
@@ -202,13 +203,8 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (
 	spec := s.spec
 	if spec == nil {
 		err := pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
-			cols, err := Introspect(ctx, tx, s.o.Table)
-			if err != nil {
-				return err
-			}
-			if spec, err = NewSpec(s.name, s.o, cols); err == nil {
-				spec.behind = s.behind
-			}
+			var err error
+			spec, err = openSpec(ctx, tx, s.name, s.o, s.behind)
 			return err
 		})
 		if err != nil {
@@ -273,13 +269,13 @@ func sendBatch(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, b *pgx.Batch)
 // firstBatch queues the queries of every sample; c is the confirmed time
 // of the slot publishing the outbox, nil for an outbox published by a
 // relay.
-func (s *Sampler) firstBatch(spec *Spec, r *read, c *Confirmed) *pgx.Batch {
+func (s *Sampler) firstBatch(spec *boundSpec, r *read, c *Confirmed) *pgx.Batch {
 	nl := len(s.o.Labels)
 	b := &pgx.Batch{}
 	if c != nil {
 		queueConfirmed(b, *c)
 	}
-	b.Queue(NowQuery).QueryRow(func(row pgx.Row) error {
+	b.Queue(outboxsql.NowQuery).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&r.now); err != nil {
 			return fmt.Errorf("read now: %w", err)
 		}
@@ -333,7 +329,7 @@ func (s *Sampler) firstBatch(spec *Spec, r *read, c *Confirmed) *pgx.Batch {
 // than max_count unpublished or dead rows, and reports whether a count
 // was cut. While capped, the state query's groups are replaced by the
 // capped reads'.
-func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
+func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 	nl := len(s.o.Labels)
 	max := int64(s.o.MaxCount)
 	stateCapped, deadCapped, unclCapped := total(r.groups) > max, total(r.dead) > max, total(r.unclassified) > max
@@ -368,12 +364,9 @@ func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
 	return b, true
 }
 
-// claimedCappedBatch replaces the claimed rows' groups by the per label
-// set reads of ClaimedCappedQuery and ClaimedUnknownQuery when more than
-// max_count rows are claimed, and the unclaimed unknown results by
-// UnknownCappedQuery's when more than max_count have one; nil when
-// neither is.
-func (s *Spec) overCap(r *read, p part) bool {
+// overCap reports whether more than max_count rows were read by part p
+// of the first batch.
+func overCap(s *boundSpec, r *read, p part) bool {
 	var n int64
 	for _, g := range r.groups {
 		if g.part == p {
@@ -383,8 +376,13 @@ func (s *Spec) overCap(r *read, p part) bool {
 	return n > int64(s.O.MaxCount)
 }
 
-func (s *Sampler) claimedCappedBatch(spec *Spec, r *read) *pgx.Batch {
-	claimed, unknown := spec.overCap(r, partClaimed), spec.overCap(r, partUnknown)
+// claimedCappedBatch replaces the claimed rows' groups by the per label
+// set reads of ClaimedCappedQuery and ClaimedUnknownQuery when more than
+// max_count rows are claimed, and the unclaimed unknown results by
+// UnknownCappedQuery's when more than max_count have one; nil when
+// neither is.
+func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
+	claimed, unknown := overCap(spec, r, partClaimed), overCap(spec, r, partUnknown)
 	if !claimed && !unknown {
 		return nil
 	}

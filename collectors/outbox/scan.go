@@ -1,12 +1,51 @@
 package outbox
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
+
+// boundSpec is an outbox's queries built for its table's columns, with
+// the rules that decide a row's state from what they read: both depend
+// on the column types (an integer status is read in canonical form).
+type boundSpec struct {
+	*outboxsql.Spec
+	Rules *Rules
+}
+
+// openSpec reads the columns of outbox name's table and builds its
+// queries and rules; behind is the lookback of an outbox published by a
+// replication slot, 0 for any other.
+func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.Outbox, behind time.Duration) (*boundSpec, error) {
+	cols, err := outboxsql.Introspect(ctx, q, o.Table)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := outboxsql.NewSpec(name, o, cols)
+	if err != nil {
+		return nil, err
+	}
+	spec.Behind = behind
+	rules, err := NewRules(o, spec.IntStatus)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %q: %w", name, err)
+	}
+	return &boundSpec{Spec: spec, Rules: rules}, nil
+}
+
+// FactsFromBits decodes the facts column of the state query.
+func FactsFromBits(status string, bits int32) Facts {
+	return Facts{Status: status, ClaimSet: bits&outboxsql.FactClaim != 0, LeasePassed: bits&outboxsql.FactLeasePassed != 0,
+		Attempted: bits&outboxsql.FactAttempted != 0, UnknownWhen: bits&outboxsql.FactUnknownWhen != 0}
+}
 
 // strs turns label values read from the table into label values: NULL
 // is "", and invalid UTF-8 (text in a SQL_ASCII database may hold any
@@ -24,7 +63,7 @@ func strs(ps []*string) []string {
 
 // queueGroups queues a state-shaped query whose groups are appended to
 // *dst, tagged with the part that read them.
-func queueGroups(b *pgx.Batch, q string, spec *Spec, p part, dst *[]group, what string) {
+func queueGroups(b *pgx.Batch, q string, spec *boundSpec, p part, dst *[]group, what string) {
 	b.Queue(q).Query(func(rows pgx.Rows) error {
 		gs, err := scanGroups(rows, spec)
 		if err != nil {
@@ -52,7 +91,7 @@ func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
 }
 
 // scanGroups reads a state-shaped query.
-func scanGroups(rows pgx.Rows, spec *Spec) ([]group, error) {
+func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 	defer rows.Close()
 	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
 	var out []group
