@@ -280,6 +280,36 @@ SELECT %s, extract(epoch from now() - %s)::float8 FROM r LIMIT %d`,
 		s.skipScan(up, col(s.O.CreatedAt)), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
 }
 
+// MaxOldestRows is how many of the oldest unpublished rows OldestRowsQuery
+// reads.
+const MaxOldestRows = 1000
+
+// OldestRowsQuery reads the MaxOldestRows oldest unpublished rows in
+// created_at order, through the index on created_at alone (Indexes,
+// "oldest"): one index range, whatever the number of label
+// combinations. The skip-scan of OldestQuery stops after MaxOldestTuples
+// combinations in index order, so a combination past them (a stuck
+// "zz..." event among 12,000 fresh combinations) would have no age and
+// no series; the oldest rows by time find it. A series whose oldest row
+// is among these rows, or whose combinations the skip-scan all visited,
+// has its exact oldest age. "" without labels: OldestQuery is then
+// exact by itself.
+//
+// Columns: labels..., age seconds.
+func (s *Spec) OldestRowsQuery() string {
+	labels := s.O.Labels
+	if len(labels) == 0 {
+		return ""
+	}
+	outs := make([]string, len(labels))
+	for i, l := range labels {
+		outs[i] = col(l.Column) + "::text"
+	}
+	cr := col(s.O.CreatedAt)
+	return fmt.Sprintf(`SELECT %s, extract(epoch from now() - %s)::float8 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		strings.Join(outs, ", "), s.tz(s.O.CreatedAt, cr), s.table, s.where(s.unpublished(), cr+" IS NOT NULL"), cr, MaxOldestRows)
+}
+
 // MaxUnclassifiedStatuses bounds the distinct unclassified status values
 // check lists, and MaxUnclassifiedRows the rows it reads for them.
 const (

@@ -176,39 +176,17 @@ func (s *Spec) stuckColumns() []string {
 // id, facts..., labels..., age seconds, attempts, last_error (at most
 // 200 characters).
 //
-// Without labels the unpublished index is ordered by created_at and
-// serves ORDER BY created_at LIMIT directly. With labels it leads with
-// the label columns, so the query takes the $1 oldest rows of each label
-// combination (the skip-scan, then one index range each) and keeps the
-// $1 oldest of those: its cost follows the combinations, not the
-// backlog. A NULL label value is a combination like any other (the
-// skip-scan visits it).
+// An index on created_at over the unpublished rows serves ORDER BY
+// created_at LIMIT directly: without labels the unpublished index, with
+// labels the oldest index (Indexes). A skip-scan over the label
+// combinations would stop after MaxOldestTuples of them and list fresh
+// rows while an old one waits past them. Rows without created_at come
+// last.
 func (s *Spec) StuckQuery() string {
 	o := s.O
 	sel := s.stuckColumns()
-	up := s.unpublished()
-	if len(o.Labels) == 0 {
-		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
-			strings.Join(sel, ", "), s.table, s.where(up), col(o.CreatedAt))
-	}
-	aliased := make([]string, len(sel))
-	outs := make([]string, len(sel))
-	for i, x := range sel {
-		aliased[i] = x + " AS s" + strconv.Itoa(i)
-		outs[i] = "u.s" + strconv.Itoa(i)
-	}
-	inner := strings.Join(aliased, ", ") + ", " + col(o.CreatedAt) + " AS ord"
-	rows := s.perMatch("g", func(m []string) string {
-		return fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)",
-			inner, s.table, s.where(append([]string{up}, m...)...), col(o.CreatedAt))
-	})
-	return fmt.Sprintf(`%s
-SELECT %s FROM (
-  SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL (
-    %s
-  ) x
-) u ORDER BY u.ord LIMIT $1`,
-		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples, rows)
+	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
+		strings.Join(sel, ", "), s.table, s.where(s.unpublished()), col(o.CreatedAt))
 }
 
 // SkewWindow is the commit skew the published counters tolerate: a row
