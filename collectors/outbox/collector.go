@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -165,9 +167,10 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		send(desc, prometheus.CounterValue, v, labels...)
 	}
 	for _, s := range snap.Series {
-		l := append([]string{c.name}, s.Labels...)
+		vals := collectors.CutLabels(slices.Clone(s.Labels), labelLength(c.o))
+		l := append([]string{c.name}, vals...)
 		for i, st := range GaugeStates {
-			gauge(d.events, s.Events[i], append([]string{c.name, st.String()}, s.Labels...)...)
+			gauge(d.events, s.Events[i], append([]string{c.name, st.String()}, vals...)...)
 		}
 		gauge(d.oldest, s.OldestAge, l...)
 		gauge(d.deadline, s.Deadline, l...)
@@ -212,4 +215,14 @@ func (c *Collector) sample(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("outbox %q is published by a replication slot whose confirmed time is unknown: %w", c.name, err)
 	}
 	return c.sampler.SampleBehind(ctx, c.pool, at)
+}
+
+// labelLength is the longest label value the outbox shows, in bytes
+// (max_label_length); longer values are cut with a marker
+// (collectors.CutLabel) in metrics, the page and the API.
+func labelLength(o *config.Outbox) int {
+	if o.MaxLabelLength > 0 {
+		return o.MaxLabelLength
+	}
+	return config.DefaultMaxLabelLength
 }
