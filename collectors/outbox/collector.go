@@ -102,11 +102,12 @@ func NewCollector(name string, o *config.Outbox, pool *pgxpool.Pool, logger *slo
 		sampler: NewSampler(name, o), descs: newOutboxDescs(labels), order: newOrderDescs(o)}
 }
 
-// KeepState makes c continue prev's counters and watermarks (a reload)
-// when both sample the same outbox with the same configuration; the
-// caller also compares the database's configuration. It reports whether
-// it did. A changed outbox starts fresh: its rows, states or labels may
-// mean something else now.
+// KeepState makes c continue prev's counters, watermarks and lease memory
+// (a reload) when both sample the same outbox with the same
+// configuration, whatever became of its databases entry: they belong to
+// the outbox, not to the pool (a new DSN after a failover reads the same
+// rows). It reports whether it did. A changed outbox starts fresh: its
+// rows, states or labels may mean something else now.
 func (c *Collector) KeepState(prev *Collector) bool {
 	if prev == nil || prev.name != c.name || !reflect.DeepEqual(prev.o, c.o) || prev.sampler.behind != c.sampler.behind {
 		return false
