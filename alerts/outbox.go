@@ -24,6 +24,8 @@ func (b *builder) outboxAlerts() []Rule {
 			"The oldest unpublished event of outbox {{ $labels.outbox }}"+lt+" is {{ $value | humanizeDuration }} old, past its notification deadline.",
 			own))
 
+		rules = append(rules, b.standbyLag(s))
+
 		if hasLease(o) {
 			rules = append(rules, b.alert("OutboxLeaseExpiriesSustained", SeverityWarning,
 				fmt.Sprintf("max by (%s) (rate(%s%s[10m])) * 60 > 0", b.by(vocab.LabelOutbox), vocab.OutboxLeaseExpirations, sel),
@@ -68,4 +70,19 @@ func hasUnknown(o *config.Outbox) bool {
 // hasDead reports whether the outbox can mark rows dead.
 func hasDead(o *config.Outbox) bool {
 	return (o.Status != "" && len(o.Dead) > 0) || o.DeadAt != ""
+}
+
+// standbyLag fires while the database an outbox is read from is a standby
+// whose replay is more than half the outbox's shortest deadline behind:
+// everything the exporter says about the outbox is that old, so a missed
+// deadline would page at least half a deadline late, and rows published
+// on the primary still look unpublished.
+func (b *builder) standbyLag(s outboxScope) Rule {
+	return b.alert("OutboxStandbyReplayLagEatsDeadline", SeverityWarning,
+		fmt.Sprintf("max by (%s) (outbox_database_replay_lag_seconds%s)\n> on (%s) group_right\n0.5 * min by (%s) (outbox_deadline_seconds%s)",
+			b.by(), b.selector(eq("database", s.o.Database)), b.by(), b.by("outbox"), s.sel),
+		"2m",
+		"The standby an outbox is read from lags behind by more than half its deadline.",
+		"Outbox {{ $labels.outbox }} is read from database "+s.o.Database+", a standby whose replay is {{ $value | humanizeDuration }} behind the primary: more than half the outbox's shortest deadline. Its ages and counts are that old; a missed deadline pages late.",
+		map[string]string{"outbox": s.name})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
+	"github.com/outbox-exporter/outbox_exporter/collectors/database"
 	"github.com/outbox-exporter/outbox_exporter/collectors/kafka"
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/collectors/settings"
@@ -57,8 +58,9 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 
 // Rebuild is Build for a reload: every part whose configuration did not
 // change is taken over from prev, state and all, so that counters do not
-// restart and the events around the reload are counted: the pools of unchanged databases, the samplers of unchanged
-// outboxes, the slot collectors (and WAL histories) of unchanged cdc
+// restart and the events around the reload are counted: the pools of
+// unchanged databases, the samplers of unchanged outboxes (whether or not
+// their database changed), the slot collectors (and WAL histories) of unchanged cdc
 // databases, the clients and caches of unchanged Kafka clusters, the
 // auditors of unchanged audits (still running) and, per reconcile job,
 // the state of every unchanged job (last results, last success, a run in
@@ -122,30 +124,37 @@ func (b *builder) keep(key string, prevCfg, cfg any) bool {
 func (b *builder) pools(ctx context.Context) error {
 	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
-		if b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
+		if !b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
+			pool, err := pg.Open(ctx, cfg.Databases[name])
+			if err != nil {
+				return fmt.Errorf("database %q: %w", name, err)
+			}
+			b.a.Pools[name] = pool
+			b.a.own("db/"+name, pool.Close)
+		} else {
 			b.a.Pools[name] = b.prev.Pools[name]
-			continue
 		}
-		pool, err := pg.Open(ctx, cfg.Databases[name])
-		if err != nil {
-			return fmt.Errorf("database %q: %w", name, err)
-		}
-		b.a.Pools[name] = pool
-		b.a.own("db/"+name, pool.Close)
+		// Whether it is a standby, and how far behind: what every outbox
+		// read there is worth.
+		b.cs = append(b.cs, database.NewCollector(name, b.a.Pools[name]))
 	}
 	return nil
 }
 
-// outboxes builds a collector per outbox; an unchanged one (and its
-// database) continues the previous collector's sampler. It follows cdcs:
-// an outbox published by a slot reads its slot's collector.
+// outboxes builds a collector per outbox; an unchanged one continues the
+// previous collector's sampler, even when its databases entry changed
+// (a new DSN after a failover, another statement_timeout): counters,
+// watermarks and lease memory belong to the outbox, not to the pool, so
+// the rows published while the reload ran are counted by the next
+// collection through the new pool. It follows cdcs: an outbox published
+// by a slot reads its slot's collector.
 func (b *builder) outboxes(context.Context) error {
 	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Outboxes)) {
 		o := cfg.Outboxes[name]
 		c := outbox.NewCollector(name, o, b.a.Pools[o.Database], b.a.logger)
 		b.publishedBySlot(name, c)
-		if b.prev != nil && reflect.DeepEqual(b.pcfg.Databases[o.Database], cfg.Databases[o.Database]) {
+		if b.prev != nil {
 			c.KeepState(b.prev.outbox[name])
 		}
 		b.a.outbox[name] = c

@@ -70,7 +70,7 @@ func TestMetricsGolden(t *testing.T) {
 			break
 		}
 	}
-	for _, c := range []string{"outbox", "kafka", "reconcile", "audit"} {
+	for _, c := range []string{"outbox", "kafka", "reconcile", "audit", "database"} {
 		if !regexp.MustCompile(`outbox_exporter_collector_success\{collector="` + c + `",target="[^"]+"\} 1`).MatchString(body) {
 			t.Fatalf("collector %s did not succeed:\n%s", c, grep(body, "collector_success"))
 		}
@@ -189,6 +189,7 @@ var fixedMetrics = []string{
 	"outbox_audit_checked_events_total", "outbox_exporter_collector_success", "outbox_exporter_collector_duration_seconds",
 	"outbox_exporter_build_info", "outbox_exporter_config_last_reload_successful",
 	"outbox_out_of_order_events", "outbox_audit_order_inversions_total", "outbox_published_without_receipt_events_total",
+	"outbox_database_in_recovery", "outbox_database_replay_lag_seconds",
 }
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? \S+$`)

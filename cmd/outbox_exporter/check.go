@@ -120,6 +120,8 @@ func checkDatabase(ctx context.Context, name string, d *config.Database, pool *p
 	if err := pg.ReadOnly(ctx, pool, func(tx pgx.Tx) error { return tx.QueryRow(ctx, "SELECT 1").Scan(&one) }); err != nil {
 		r.OK = false
 		r.Items = append(r.Items, checktext.Item{What: "connect", Detail: err.Error()})
+		return r
 	}
+	checkStandby(ctx, &r, pool)
 	return r
 }

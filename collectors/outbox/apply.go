@@ -165,6 +165,9 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 	for _, x := range r.oldest {
 		combos = append(combos, Combo{Values: x.labels, OldestAge: x.age})
 	}
+	for _, x := range r.byTime {
+		combos = append(combos, Combo{Values: x.labels, Rows: 1, OldestAge: x.age})
+	}
 	for _, p := range fresh {
 		combos = append(combos, Combo{Values: p.Labels, Rows: 1})
 	}
@@ -219,6 +222,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			g.OldestAge = x.age
 		}
 	}
+	s.byTime(r, at)
 	if r.capped {
 		// The oldest age is exact: a series whose oldest row is past its
 		// deadline has at least that one row past it, whichever rows the
@@ -258,4 +262,28 @@ func stateIndex(st State) int {
 		}
 	}
 	return 0
+}
+
+// byTime folds the oldest rows by time (read while capped) into their
+// series: each is a real unpublished row, so its age is a lower bound of
+// its series' oldest age, and the rows of a series past its deadline
+// among them a lower bound of its past-deadline count; the per
+// combination reads are lower bounds too, so each series keeps the
+// larger. Their rows are not counted as events: their state is not read.
+func (s *Sampler) byTime(r *read, at func([]string) *Series) {
+	late := map[*Series]float64{}
+	for _, x := range r.byTime {
+		g := at(x.labels)
+		if x.age > g.OldestAge {
+			g.OldestAge = x.age
+		}
+		if x.age > Deadline(s.o, g.Labels).Seconds() {
+			late[g]++
+		}
+	}
+	for g, n := range late {
+		if n > g.PastDeadline {
+			g.PastDeadline = n
+		}
+	}
 }

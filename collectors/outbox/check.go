@@ -141,6 +141,17 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	dop := o.Style() == config.StyleDeleteOnPublish
 	relname := o.Table[strings.LastIndex(o.Table, ".")+1:]
 	for _, q := range spec.Planned() {
+		// A query that must read in index order is planned with sorts
+		// discouraged: on a small or new table a sort of few rows looks
+		// cheaper than the index the query needs in a big backlog, and
+		// check judges whether the index serves it, not today's costs.
+		sortOff := "SET LOCAL enable_sort = on"
+		if q.Rule.Ordered {
+			sortOff = "SET LOCAL enable_sort = off"
+		}
+		if _, err := tx.Exec(ctx, sortOff); err != nil {
+			return nil, fmt.Errorf("check outbox %q: %w", name, err)
+		}
 		plan, err := explain(ctx, tx, q.SQL, q.Args...)
 		what := "query " + q.Name
 		if err != nil {
@@ -169,6 +180,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		return nil, fmt.Errorf("check outbox %q: %w", name, err)
 	}
 	r.Notes = append(r.Notes, notes...)
+	r.Notes = append(r.Notes, labelLimitNotes(o, cols)...)
 	r.OK = true
 	for _, it := range r.Items {
 		r.OK = r.OK && it.OK
@@ -432,4 +444,32 @@ func unclassifiedNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *outbox
 	r.Notes = append(r.Notes, fmt.Sprintf("status values named in no state (counted as outbox_unclassified_events; among at most %d such rows): %s",
 		outboxsql.MaxUnclassifiedRows, strings.Join(found, ", ")))
 	return nil
+}
+
+// MaxIndexedLabelBytes is about the largest btree entry PostgreSQL
+// accepts (a third of an 8 kB page, less the entry's header): an INSERT
+// whose indexed values need more fails with "index row requires N bytes".
+const MaxIndexedLabelBytes = 2700
+
+// labelLimitNotes states the limit the indexes check asks for put on the
+// writer: they hold the label columns, so once they exist a row whose
+// label values (together, after compression) pass MaxIndexedLabelBytes
+// can no longer be inserted. It is a note, not a failure: label values
+// are usually short, and the writer may bound them itself.
+func labelLimitNotes(o *config.Outbox, cols map[string]outboxsql.Column) []string {
+	var unbounded []string
+	for _, l := range o.Labels {
+		if c, ok := cols[l.Column]; ok && (c.IsText() || c.Type == "bytea" || c.Type == "json" || c.Type == "jsonb") {
+			unbounded = append(unbounded, l.Column)
+		}
+	}
+	if len(unbounded) == 0 {
+		return nil
+	}
+	checks := make([]string, len(unbounded))
+	for i, c := range unbounded {
+		checks[i] = fmt.Sprintf("octet_length(%s::text) <= 1000", pg.Ident(c))
+	}
+	return []string{fmt.Sprintf("the indexes hold the label columns %s: once they exist, PostgreSQL refuses an INSERT whose label values together need more than about %d bytes in an index entry (\"index row requires N bytes\"); the exporter cuts what it shows at max_label_length, but the writer must keep label values short, e.g. ALTER TABLE %s ADD CHECK (%s) NOT VALID",
+		strings.Join(unbounded, ", "), MaxIndexedLabelBytes, pg.Table(o.Table), strings.Join(checks, " AND "))}
 }

@@ -63,13 +63,13 @@ func TestCheckPrintsIndexesThenPasses(t *testing.T) {
 		o      func() *config.Outbox
 		want   int // statements wanted
 	}{
-		{"status", schema, cfg, 6},
+		{"status", schema, cfg, 7},
 		{"timestamps claimed_at", `CREATE TABLE ev (id bigint, created_at timestamp, kind text, published_at timestamp, dead_at timestamptz, claimed_at timestamptz)`,
 			func() *config.Outbox {
 				return &config.Outbox{Table: "ev", ID: "id", CreatedAt: "created_at", Labels: []config.Label{{Name: "kind", Column: "kind"}},
 					PublishedAt: "published_at", DeadAt: "dead_at", ClaimedAt: "claimed_at", LeaseTTL: time.Minute,
 					Deadline: time.Minute, MaxLabelValues: 10, MaxCount: 10}
-			}, 6},
+			}, 7},
 		{"delete-on-publish", `CREATE TABLE q (id bigint, created_at timestamptz)`,
 			func() *config.Outbox {
 				return &config.Outbox{Table: "q", ID: "id", CreatedAt: "created_at", Deadline: time.Minute, MaxLabelValues: 10, MaxCount: 10}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
@@ -19,7 +21,7 @@ import (
 // outboxDescs and described with the same names and help.
 var (
 	outboxEventsHelp         = "Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1."
-	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. Exact even while counts are capped."
+	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. While counts are capped, exact when the row is among the 1,000 oldest unpublished rows or the label set among the first 10,000 label combinations, else a lower bound younger than those rows. On a lagging standby, as of the last replayed commit."
 	outboxDeadlineHelp       = "The configured notification deadline of these events in seconds."
 	outboxPastDeadlineHelp   = "Unpublished rows older than their deadline. A lower bound while outbox_events_capped is 1."
 	outboxRetriedHelp        = "Unpublished rows with attempts > 0. A lower bound while outbox_events_capped is 1."
@@ -101,11 +103,12 @@ func NewCollector(name string, o *config.Outbox, pool *pgxpool.Pool, logger *slo
 		sampler: NewSampler(name, o), descs: newOutboxDescs(labels), order: newOrderDescs(o)}
 }
 
-// KeepState makes c continue prev's counters and watermarks (a reload)
-// when both sample the same outbox with the same configuration; the
-// caller also compares the database's configuration. It reports whether
-// it did. A changed outbox starts fresh: its rows, states or labels may
-// mean something else now.
+// KeepState makes c continue prev's counters, watermarks and lease memory
+// (a reload) when both sample the same outbox with the same
+// configuration, whatever became of its databases entry: they belong to
+// the outbox, not to the pool (a new DSN after a failover reads the same
+// rows). It reports whether it did. A changed outbox starts fresh: its
+// rows, states or labels may mean something else now.
 func (c *Collector) KeepState(prev *Collector) bool {
 	if prev == nil || prev.name != c.name || !reflect.DeepEqual(prev.o, c.o) || prev.sampler.behind != c.sampler.behind {
 		return false
@@ -166,9 +169,10 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		send(desc, prometheus.CounterValue, v, labels...)
 	}
 	for _, s := range snap.Series {
-		l := append([]string{c.name}, s.Labels...)
+		vals := collectors.CutLabels(slices.Clone(s.Labels), labelLength(c.o))
+		l := append([]string{c.name}, vals...)
 		for i, st := range GaugeStates {
-			gauge(d.events, s.Events[i], append([]string{c.name, st.String()}, s.Labels...)...)
+			gauge(d.events, s.Events[i], append([]string{c.name, st.String()}, vals...)...)
 		}
 		gauge(d.oldest, s.OldestAge, l...)
 		gauge(d.deadline, s.Deadline, l...)
@@ -213,4 +217,14 @@ func (c *Collector) sample(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("outbox %q is published by a replication slot whose confirmed time is unknown: %w", c.name, err)
 	}
 	return c.sampler.SampleBehind(ctx, c.pool, at)
+}
+
+// labelLength is the longest label value the outbox shows, in bytes
+// (max_label_length); longer values are cut with a marker
+// (collectors.CutLabel) in metrics, the page and the API.
+func labelLength(o *config.Outbox) int {
+	if o.MaxLabelLength > 0 {
+		return o.MaxLabelLength
+	}
+	return config.DefaultMaxLabelLength
 }

@@ -252,6 +252,14 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 			}
 			return nil
 		})
+		if q := spec.OldestRowsQuery(); q != "" {
+			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
+				if r.byTime, err = scanOldest(rows, nl); err != nil {
+					return fmt.Errorf("read the oldest unpublished rows: %w", err)
+				}
+				return nil
+			})
+		}
 		queueGroups(b, spec.PendingQuery(), spec, partPending, &r.groups, "count pending rows (capped)")
 		if q := spec.ClaimedQuery(); q != "" {
 			queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")

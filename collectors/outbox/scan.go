@@ -45,9 +45,12 @@ type oldest struct {
 
 // read is what one sample's queries fetched, before any decision.
 type read struct {
-	now          int64
-	groups       []group
-	oldest       []oldest
+	now    int64
+	groups []group
+	oldest []oldest
+	// byTime are the oldest unpublished rows in created_at order, read
+	// while capped (OldestRowsQuery).
+	byTime       []oldest
 	dead         []group
 	unclassified []group
 	leases       []Mark

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
@@ -139,7 +140,7 @@ func (r *StuckRow) decide(spec *boundSpec, f Facts, vals []string) {
 	if len(o.Labels) > 0 {
 		r.Labels = map[string]string{}
 		for i, l := range o.Labels {
-			r.Labels[l.Name] = vals[i]
+			r.Labels[l.Name] = collectors.CutLabel(vals[i], labelLength(o))
 		}
 	}
 	r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()

@@ -103,6 +103,11 @@ type Outbox struct {
 	Deadline       time.Duration            `yaml:"deadline"`
 	Deadlines      map[string]time.Duration `yaml:"deadlines"`
 	MaxLabelValues int                      `yaml:"max_label_values"`
+	// MaxLabelLength is the longest label value, in bytes, the exporter
+	// shows (metrics, page, API); a longer one is cut with a visible
+	// marker that keeps distinct values apart (collectors.CutLabel).
+	// Default 128.
+	MaxLabelLength int `yaml:"max_label_length"`
 	// SLOObjective is the share of events that must be published within
 	// their deadline; the generated burn-rate alerts use it. Default 0.999.
 	SLOObjective float64 `yaml:"slo_objective"`

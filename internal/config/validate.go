@@ -18,6 +18,9 @@ const (
 	DefaultStatementTimeout = 5 * time.Second
 	DefaultLockTimeout      = 1 * time.Second
 	DefaultMaxLabelValues   = 100
+	DefaultMaxLabelLength   = 128
+	// MinLabelLength leaves room for the cut marker and a readable prefix.
+	MinLabelLength          = 32
 	DefaultMaxCount         = 10000
 	DefaultSLOObjective     = 0.999
 	DefaultKafkaDeadline    = 10 * time.Minute
@@ -41,6 +44,7 @@ func (c *Config) setDefaults() {
 	}
 	for _, o := range c.Outboxes {
 		orDefault(&o.MaxLabelValues, DefaultMaxLabelValues)
+		orDefault(&o.MaxLabelLength, DefaultMaxLabelLength)
 		orDefault(&o.MaxCount, DefaultMaxCount)
 		orDefault(&o.SLOObjective, DefaultSLOObjective)
 	}
@@ -233,6 +237,9 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	}
 	if o.MaxLabelValues < 1 {
 		v.fail(p+".max_label_values", "must be at least 1, got %d", o.MaxLabelValues)
+	}
+	if o.MaxLabelLength < MinLabelLength {
+		v.fail(p+".max_label_length", "must be at least %d bytes (room for the cut marker), got %d", MinLabelLength, o.MaxLabelLength)
 	}
 	if o.MaxCount < 1 {
 		v.fail(p+".max_count", "must be at least 1, got %d", o.MaxCount)

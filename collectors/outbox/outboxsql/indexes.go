@@ -59,6 +59,8 @@ func IndexName(outbox, suffix string) string {
 //     columns the state query reads included, so that the state query
 //     is an index-only scan of the unpublished rows and the skip-scans
 //     find each label combination's oldest rows directly;
+//   - oldest: (created_at) over unpublished rows, with labels: the oldest
+//     rows by time, whatever the number of label combinations;
 //   - dead: (labels...) over dead rows;
 //   - lease: (lease_until or claimed_at) over claimed unpublished rows, so
 //     the expired and live leases are range reads and the claimed rows are
@@ -92,6 +94,11 @@ func (s *Spec) Indexes() map[string]Index {
 	out["unpublished"] = Index{Name: IndexName(s.Name, "unpublished"), Columns: ukey,
 		Include: include(ukey, append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...), Where: up,
 		For: "the state, oldest-row and stuck-row queries"}
+	if len(labels) > 0 {
+		// Without labels the unpublished index is this one.
+		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: []string{o.CreatedAt}, Where: up,
+			For: "the oldest rows by time, at any number of label combinations, and the stuck-row list"}
+	}
 	if dp := r.dead(); dp != "" {
 		cols := labels
 		if len(cols) == 0 {

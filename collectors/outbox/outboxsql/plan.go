@@ -24,7 +24,6 @@ func (s *Spec) Planned() []Plan {
 	qs := []Plan{
 		{Name: "state", SQL: s.StateQuery(), Index: "unpublished"},
 		{Name: "oldest", SQL: s.OldestQuery(), Index: "unpublished", Rule: PlanRule{Ordered: true}},
-		{Name: "stuck", SQL: s.StuckQuery(), Index: "unpublished", Args: []any{10}},
 		{Name: "pending (capped)", SQL: s.PendingQuery(), Index: "unpublished"},
 	}
 	add := func(name, sql, index string, rule PlanRule, args ...any) {
@@ -32,6 +31,14 @@ func (s *Spec) Planned() []Plan {
 			qs = append(qs, Plan{Name: name, SQL: sql, Index: index, Rule: rule, Args: args})
 		}
 	}
+	// Both read in created_at order: the unpublished index without
+	// labels, the oldest index with them.
+	byTime := "unpublished"
+	if len(s.O.Labels) > 0 {
+		byTime = "oldest"
+	}
+	add("stuck", s.StuckQuery(), byTime, PlanRule{Ordered: true}, 10)
+	add("oldest rows (capped)", s.OldestRowsQuery(), byTime, PlanRule{Ordered: true})
 	add("claimed (capped)", s.ClaimedQuery(), "lease", PlanRule{})
 	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), PlanRule{})
 	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), PlanRule{})

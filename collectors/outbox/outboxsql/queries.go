@@ -73,11 +73,11 @@ func (s *Spec) stateShape() stateShape {
 		sh.group = append(sh.group, strconv.Itoa(i+1))
 	}
 	sh.aggs = []string{"count(*)::int8",
-		"extract(epoch from now() - " + s.tz(o.CreatedAt, "min(s.cr)") + ")::float8"}
+		"extract(epoch from " + ReadNow + " - " + s.tz(o.CreatedAt, "min(s.cr)") + ")::float8"}
 	// One past-deadline count per distinct deadline, each a plain
 	// comparison with the column's own type; the group's labels pick one.
 	for _, d := range s.Deadlines() {
-		sh.aggs = append(sh.aggs, "(count(*) FILTER (WHERE s.cr < (SELECT "+s.bound(o.CreatedAt, "now() - "+interval(d))+")))::int8")
+		sh.aggs = append(sh.aggs, "(count(*) FILTER (WHERE s.cr < (SELECT "+s.bound(o.CreatedAt, ReadNow+" - "+interval(d))+")))::int8")
 	}
 	return sh
 }
@@ -85,9 +85,9 @@ func (s *Spec) stateShape() stateShape {
 // leasePassedInit is leasePassed with now() computed once per query.
 func (s *Spec) leasePassedInit(v string) string {
 	if s.O.LeaseUntil != "" {
-		return v + " < (SELECT " + s.bound(s.LeaseColumn(), "now()") + ")"
+		return v + " < (SELECT " + s.bound(s.LeaseColumn(), ReadNow) + ")"
 	}
-	return v + " < (SELECT " + s.bound(s.LeaseColumn(), "now() - "+interval(s.O.LeaseTTL)) + ")"
+	return v + " < (SELECT " + s.bound(s.LeaseColumn(), ReadNow+" - "+interval(s.O.LeaseTTL)) + ")"
 }
 
 // aggregate is the state-shaped aggregate over the rows of from, a
@@ -258,7 +258,7 @@ func (s *Spec) OldestQuery() string {
 	if len(labels) == 0 {
 		// min() of the column itself, converted afterwards: a conversion
 		// inside min() defeats the index.
-		return fmt.Sprintf(`SELECT coalesce(extract(epoch from now() - %s)::float8, 0) FROM %s t WHERE %s`,
+		return fmt.Sprintf(`SELECT coalesce(extract(epoch from `+ReadNow+` - %s)::float8, 0) FROM %s t WHERE %s`,
 			s.tz(s.O.CreatedAt, "min("+col(s.O.CreatedAt)+")"), s.table, s.where(up))
 	}
 	outs := make([]string, len(labels))
@@ -266,8 +266,38 @@ func (s *Spec) OldestQuery() string {
 		outs[i] = "r.l" + strconv.Itoa(i) + "::text"
 	}
 	return fmt.Sprintf(`%s
-SELECT %s, extract(epoch from now() - %s)::float8 FROM r LIMIT %d`,
+SELECT %s, extract(epoch from `+ReadNow+` - %s)::float8 FROM r LIMIT %d`,
 		s.skipScan(up, col(s.O.CreatedAt)), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
+}
+
+// MaxOldestRows is how many of the oldest unpublished rows OldestRowsQuery
+// reads.
+const MaxOldestRows = 1000
+
+// OldestRowsQuery reads the MaxOldestRows oldest unpublished rows in
+// created_at order, through the index on created_at alone (Indexes,
+// "oldest"): one index range, whatever the number of label
+// combinations. The skip-scan of OldestQuery stops after MaxOldestTuples
+// combinations in index order, so a combination past them (a stuck
+// "zz..." event among 12,000 fresh combinations) would have no age and
+// no series; the oldest rows by time find it. A series whose oldest row
+// is among these rows, or whose combinations the skip-scan all visited,
+// has its exact oldest age. "" without labels: OldestQuery is then
+// exact by itself.
+//
+// Columns: labels..., age seconds.
+func (s *Spec) OldestRowsQuery() string {
+	labels := s.O.Labels
+	if len(labels) == 0 {
+		return ""
+	}
+	outs := make([]string, len(labels))
+	for i, l := range labels {
+		outs[i] = col(l.Column) + "::text"
+	}
+	cr := col(s.O.CreatedAt)
+	return fmt.Sprintf(`SELECT %s, extract(epoch from `+ReadNow+` - %s)::float8 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
+		strings.Join(outs, ", "), s.tz(s.O.CreatedAt, cr), s.table, s.where(s.unpublished(), cr+" IS NOT NULL"), cr, MaxOldestRows)
 }
 
 // MaxUnclassifiedStatuses bounds the distinct unclassified status values
@@ -343,9 +373,9 @@ func (s *Spec) ClaimedCappedQuery() string {
 	if lc := s.LeaseColumn(); lc != "" {
 		// Each part a range of the claimed index, so none scans past the
 		// rows of another: passed, live, no lease.
-		live := col(lc) + " >= " + s.bound(lc, "now()")
+		live := col(lc) + " >= " + s.bound(lc, ReadNow)
 		if s.O.LeaseUntil == "" {
-			live = col(lc) + " >= " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+			live = col(lc) + " >= " + s.bound(lc, ReadNow+" - "+interval(s.O.LeaseTTL))
 		}
 		parts = []string{s.leasePassed(col(lc)), live, col(lc) + " IS NULL"}
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // NowQuery reads the database's transaction time in microseconds.
-const NowQuery = `SELECT (extract(epoch from now()) * 1000000)::int8`
+const NowQuery = `SELECT (extract(epoch from ` + ReadNow + `) * 1000000)::int8`
 
 // MaxPublishedRows bounds the rows one read of published rows (or of
 // expired leases) returns; past it the watermark catches up over the
@@ -27,7 +27,7 @@ const MaxLiveLeases = 1000
 // sinceBound is the exclusive lower bound of a watermark read: $1
 // (microseconds since the epoch), or now() - SkewWindow when NULL.
 func sinceBound() string {
-	return "coalesce('epoch'::timestamptz + $1::int8 * interval '1 microsecond', now() - " + interval(SkewWindow) + ")"
+	return "coalesce('epoch'::timestamptz + $1::int8 * interval '1 microsecond', " + ReadNow + " - " + interval(SkewWindow) + ")"
 }
 
 // LeaseQuery reads the claimed unpublished rows whose lease expired after
@@ -46,12 +46,12 @@ func (s *Spec) LeaseQuery() string {
 	c := col(lc)
 	var passed string
 	if s.O.LeaseUntil != "" {
-		passed = c + " < " + s.bound(lc, "now()") + " AND " + c + " > " + s.bound(lc, sinceBound())
+		passed = c + " < " + s.bound(lc, ReadNow) + " AND " + c + " > " + s.bound(lc, sinceBound())
 	} else {
 		// claimed_at < now() - ttl, not claimed_at + ttl < now(), so that an
 		// index on claimed_at serves it.
 		ttl := interval(s.O.LeaseTTL)
-		passed = c + " < " + s.bound(lc, "now() - "+ttl) + " AND " + c + " > " + s.bound(lc, sinceBound()+" - "+ttl)
+		passed = c + " < " + s.bound(lc, ReadNow+" - "+ttl) + " AND " + c + " > " + s.bound(lc, sinceBound()+" - "+ttl)
 	}
 	return fmt.Sprintf(`SELECT %s::text, %s, %s
 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
@@ -70,9 +70,9 @@ func (s *Spec) LiveLeaseQuery() string {
 		return ""
 	}
 	c := col(lc)
-	live := c + " >= " + s.bound(lc, "now()")
+	live := c + " >= " + s.bound(lc, ReadNow)
 	if s.O.LeaseUntil == "" {
-		live = c + " >= " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+		live = c + " >= " + s.bound(lc, ReadNow+" - "+interval(s.O.LeaseTTL))
 	}
 	return fmt.Sprintf(`SELECT %s::text, %s, %s
 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
@@ -158,7 +158,7 @@ func (s *Spec) stuckColumns() []string {
 	sel = append(sel, s.factExprs()...)
 	sel = append(sel, s.labelExprs()...)
 	// Never negative (a writer's clock ahead), 0 for a NULL created_at.
-	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
+	sel = append(sel, "greatest(coalesce(extract(epoch from "+ReadNow+" - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
 	if o.Attempts != "" {
 		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
 	} else {
@@ -176,39 +176,17 @@ func (s *Spec) stuckColumns() []string {
 // id, facts..., labels..., age seconds, attempts, last_error (at most
 // 200 characters).
 //
-// Without labels the unpublished index is ordered by created_at and
-// serves ORDER BY created_at LIMIT directly. With labels it leads with
-// the label columns, so the query takes the $1 oldest rows of each label
-// combination (the skip-scan, then one index range each) and keeps the
-// $1 oldest of those: its cost follows the combinations, not the
-// backlog. A NULL label value is a combination like any other (the
-// skip-scan visits it).
+// An index on created_at over the unpublished rows serves ORDER BY
+// created_at LIMIT directly: without labels the unpublished index, with
+// labels the oldest index (Indexes). A skip-scan over the label
+// combinations would stop after MaxOldestTuples of them and list fresh
+// rows while an old one waits past them. Rows without created_at come
+// last.
 func (s *Spec) StuckQuery() string {
 	o := s.O
 	sel := s.stuckColumns()
-	up := s.unpublished()
-	if len(o.Labels) == 0 {
-		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
-			strings.Join(sel, ", "), s.table, s.where(up), col(o.CreatedAt))
-	}
-	aliased := make([]string, len(sel))
-	outs := make([]string, len(sel))
-	for i, x := range sel {
-		aliased[i] = x + " AS s" + strconv.Itoa(i)
-		outs[i] = "u.s" + strconv.Itoa(i)
-	}
-	inner := strings.Join(aliased, ", ") + ", " + col(o.CreatedAt) + " AS ord"
-	rows := s.perMatch("g", func(m []string) string {
-		return fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)",
-			inner, s.table, s.where(append([]string{up}, m...)...), col(o.CreatedAt))
-	})
-	return fmt.Sprintf(`%s
-SELECT %s FROM (
-  SELECT x.* FROM (SELECT * FROM r LIMIT %d) g CROSS JOIN LATERAL (
-    %s
-  ) x
-) u ORDER BY u.ord LIMIT $1`,
-		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples, rows)
+	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
+		strings.Join(sel, ", "), s.table, s.where(s.unpublished()), col(o.CreatedAt))
 }
 
 // SkewWindow is the commit skew the published counters tolerate: a row

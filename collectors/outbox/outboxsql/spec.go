@@ -10,6 +10,21 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
+// ReadNow is the time the rows a session sees are as of, in place of
+// now() in every query: now() on a primary, and on a standby that has
+// replayed all the WAL it received; on a standby with WAL waiting to be
+// replayed (replay lagging or paused), the commit time of the last
+// transaction it replayed (the server's start when it replayed none
+// since: its rows are at least that old). Ages and deadlines are then judged at the time
+// the standby's rows are true for, not at a now() they are not: a row the
+// primary published while replay paused is not aged past its deadline
+// for the pause, and the published watermark stays behind what is
+// visible, so rows that appear when replay resumes are counted even if
+// their published_at is older than the last collection. It is a
+// sub-select, computed once per statement.
+const ReadNow = `(SELECT CASE WHEN pg_is_in_recovery() AND NOT coalesce(pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn(), false)
+  THEN least(now(), coalesce(pg_last_xact_replay_timestamp(), pg_postmaster_start_time())) ELSE now() END)`
+
 // Spec is an outbox's configuration joined with its table's column types:
 // it builds the queries the collector, the stuck-rows page and check run.
 type Spec struct {
@@ -250,9 +265,9 @@ func (s *Spec) leasePassed(v string) string {
 	case lc == "":
 		return ""
 	case s.O.LeaseUntil != "":
-		return v + " < " + s.bound(lc, "now()")
+		return v + " < " + s.bound(lc, ReadNow)
 	default:
-		return v + " < " + s.bound(lc, "now() - "+interval(s.O.LeaseTTL))
+		return v + " < " + s.bound(lc, ReadNow+" - "+interval(s.O.LeaseTTL))
 	}
 }
 

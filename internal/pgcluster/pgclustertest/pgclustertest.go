@@ -60,3 +60,14 @@ func (c *Cluster) ReadOnly(t testing.TB, db string, statementTimeout time.Durati
 	t.Cleanup(ro.Close)
 	return ro
 }
+
+// StartStandby starts a hot standby streaming from c (pgcluster.StartStandby)
+// with a superuser pool on it: the standby's sessions read, and a
+// superuser may pause and resume replay (pg_wal_replay_pause,
+// pg_wal_replay_resume). The test's cleanup stops it before c.
+func (c *Cluster) StartStandby(t testing.TB) *Cluster {
+	t.Helper()
+	return Start(t, "a hot standby", func(ctx context.Context) (*pgcluster.Cluster, error) {
+		return pgcluster.StartStandby(ctx, c.Cluster, pgcluster.Options{})
+	})
+}
