@@ -20,7 +20,7 @@ import (
 var (
 	kafkaLagMessagesDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_lag_messages",
-		"Records the consumer group has still to consume on the topic: high watermark minus committed offset, summed over partitions (a partition without a commit counts only with kafka.NAME.uncommitted: log_start, from the log start).",
+		"Kafka's own LAG of the consumer group on the topic, as kafka-consumer-groups --describe reports it: high watermark minus committed offset, summed over partitions, transaction markers and aborted and deleted records included (a partition without a commit counts only with kafka.NAME.uncommitted: log_start, from the log start).",
 		[]string{"cluster", "group", "topic"}, nil)
 	kafkaLagSecondsDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_lag_seconds",
@@ -36,7 +36,7 @@ var (
 		[]string{"cluster", "group"}, nil)
 	kafkaLostDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_retention_lost_messages",
-		"Records deleted by retention before the group consumed them: log start offset minus committed offset, summed over partitions where positive.",
+		"Records deleted by retention before the group consumed them: log start offset minus committed offset, summed over partitions where positive. Part of outbox_consumer_lag_messages, not in addition to it.",
 		[]string{"cluster", "group", "topic"}, nil)
 	kafkaGroupInfoDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_group_info",
@@ -44,7 +44,7 @@ var (
 		[]string{"cluster", "group", "state", "protocol"}, nil)
 	kafkaPartLagMessagesDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_partition_lag_messages",
-		"Records the consumer group has still to consume on the partition (kafka.NAME.per_partition).",
+		"Kafka's own LAG of the consumer group on the partition: high watermark minus committed offset (kafka.NAME.per_partition).",
 		[]string{"cluster", "group", "topic", "partition"}, nil)
 	kafkaPartLagSecondsDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_partition_lag_seconds",

@@ -465,9 +465,10 @@ func consumerProtocolGroup(t *testing.T, e kenv) {
 }
 
 // TestKafkaTransactionsCaughtUp: a read_committed consumer that has read
-// everything stays short of the high watermark by the commit marker; with
-// an aborted transaction after it, only markers and aborted records
-// remain. Both are caught up: 0 records, 0 seconds (Burrow #570). An
+// everything stays short of the high watermark by the commit marker: its
+// offset lag counts the marker (as Kafka's LAG does), its time lag is 0;
+// with an aborted transaction after it, only markers and aborted records
+// remain: 5 records by offset, 0 seconds (Burrow #570). An
 // open transaction is not yet readable: 0 seconds, its records counted.
 func TestKafkaTransactionsCaughtUp(t *testing.T) { onBoth(t, 1, transactionsCaughtUp) }
 
@@ -535,9 +536,9 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 		t.Fatal(err)
 	}
 	wantSeries(t, got, map[string]float64{
-		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("committed")): 0,
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("committed")): 1,
 		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("committed")):  0,
-		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("aborted")):   0,
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("aborted")):   5,
 		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("aborted")):    0,
 		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("open")):      3,
 		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("open")):       0,
