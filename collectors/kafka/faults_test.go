@@ -350,7 +350,7 @@ func TestKafkaCompactedCommit(t *testing.T) {
 	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
 	for {
-		probes, ok, err := p.Read(ctx, metadata(t, adm, topic), []Want{{topic, 0, 2}})
+		probes, ok, err := p.Read(ctx, metadata(t, adm, topic), []Want{{topic, 0, 2, false}})
 		if err == nil && ok[0] && probes[0].Found && probes[0].Offset == 5 {
 			break
 		}
@@ -425,7 +425,7 @@ func TestKafkaLeaderChangeOnApacheKafka(t *testing.T) {
 	}
 	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
-	probes, ok, err := p.Read(ctx, before, []Want{{"events", 0, 3}})
+	probes, ok, err := p.Read(ctx, before, []Want{{"events", 0, 3, false}})
 	if err != nil {
 		t.Fatalf("Read across the leader change: %v", err)
 	}

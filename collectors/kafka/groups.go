@@ -21,6 +21,9 @@ type groupState struct {
 	commits    map[string][]committed // by topic, indexed by partition
 	commitsOK  bool
 	gone       bool
+	// readUncommitted: the group's consumers read with read_uncommitted
+	// isolation (kafka.NAME.isolation, isolations).
+	readUncommitted bool
 }
 
 // listGroups lists the cluster's groups with their types and selects the
@@ -84,7 +87,7 @@ func (c *Collector) describe(ctx context.Context, selected []Listed, partial *[]
 	states := make([]*groupState, 0, len(selected))
 	byName := make(map[string]*groupState, len(selected))
 	for _, g := range selected {
-		s := &groupState{name: g.Name, typ: g.Type}
+		s := &groupState{name: g.Name, typ: g.Type, readUncommitted: c.cfg.ReadUncommitted(g.Name)}
 		states = append(states, s)
 		byName[g.Name] = s
 		all = append(all, g.Name)

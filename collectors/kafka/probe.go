@@ -16,10 +16,13 @@ import (
 )
 
 // Want asks for the first data record of a partition at or after From.
+// Uncommitted reads as a read_uncommitted consumer does: records of
+// aborted and open transactions are data too.
 type Want struct {
-	Topic     string
-	Partition int32
-	From      int64
+	Topic       string
+	Partition   int32
+	From        int64
+	Uncommitted bool
 }
 
 // Probe limits. A round sends one Fetch request per leader broker holding
@@ -35,8 +38,9 @@ const (
 	maxMoves = 3
 )
 
-// Prober reads the first data record at given offsets, with read_committed
-// isolation and batched per leader broker. It is safe for one caller at a
+// Prober reads the first data record at given offsets, with each want's
+// isolation (read_committed unless Uncommitted) and batched per leader
+// broker. It is safe for one caller at a
 // time.
 type Prober struct {
 	cl      *kgo.Client
@@ -70,6 +74,8 @@ type partState struct {
 	stale bool
 	moves int
 	err   error
+	// uncommitted: read with read_uncommitted isolation.
+	uncommitted bool
 }
 
 // Warm opens the fetch connection to every known broker (kgo keeps fetches
@@ -125,9 +131,52 @@ func (a answers) set(x ask, pr Probe) {
 // A partition whose leader does not answer for it (NOT_LEADER_OR_FOLLOWER,
 // FENCED_LEADER_EPOCH, the broker gone in a rolling restart) is followed
 // to its new leader with fresh metadata, within ctx and maxMoves.
+//
+// One Fetch carries one isolation level: wants of both are read as two
+// reads at once.
 func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want) (probes []Probe, ok []bool, err error) {
+	var byIso [2][]int
+	for i, w := range wants {
+		if w.Uncommitted {
+			byIso[1] = append(byIso[1], i)
+		} else {
+			byIso[0] = append(byIso[0], i)
+		}
+	}
+	if len(byIso[0]) == 0 || len(byIso[1]) == 0 {
+		return p.read(ctx, meta, wants, len(byIso[1]) > 0)
+	}
+	probes, ok = make([]Probe, len(wants)), make([]bool, len(wants))
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+	)
+	for iso, idx := range byIso {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]Want, len(idx))
+			for j, i := range idx {
+				sub[j] = wants[i]
+			}
+			ps, oks, err := p.read(ctx, meta, sub, iso == 1)
+			for j, i := range idx {
+				probes[i], ok[i] = ps[j], oks[j]
+			}
+			errs[iso] = err
+		}()
+	}
+	wg.Wait()
+	return probes, ok, errors.Join(errs[0], errs[1])
+}
+
+// read is Read for wants of one isolation.
+func (p *Prober) read(ctx context.Context, meta kadm.TopicDetails, wants []Want, uncommitted bool) (probes []Probe, ok []bool, err error) {
 	out := answers{probes: make([]Probe, len(wants)), ok: make([]bool, len(wants))}
 	states, errs := plan(meta, wants)
+	for _, s := range states {
+		s.uncommitted = uncommitted
+	}
 	for round := 0; round < maxRounds && len(states) > 0; round++ {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("read oldest records: %w", err))
@@ -317,6 +366,9 @@ func (p *Prober) round(ctx context.Context, states []*partState, out answers) {
 			req.MinBytes = 0
 			req.MaxBytes = requestBytes
 			req.IsolationLevel = 1 // read_committed
+			if ss[0].uncommitted {
+				req.IsolationLevel = 0
+			}
 			req.SessionID = 0
 			req.SessionEpoch = -1 // no fetch session
 			topicIdx := map[string]int{}
@@ -424,7 +476,8 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out answers) {
 		return
 	}
 	stable := rp.LastStableOffset
-	if stable < 0 {
+	if stable < 0 || s.uncommitted {
+		// A read_uncommitted consumer reads up to the high watermark.
 		stable = rp.HighWatermark
 	}
 	s.stable = stable
