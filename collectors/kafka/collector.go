@@ -42,6 +42,10 @@ var (
 		collectors.Namespace+"_consumer_group_info",
 		"Constant 1: the consumer group's state as the broker reports it, and its protocol (classic or consumer, KIP-848).",
 		[]string{"cluster", "group", "state", "protocol"}, nil)
+	kafkaUncommittedDesc = prometheus.NewDesc(
+		collectors.Namespace+"_consumer_uncommitted_partitions",
+		"Partitions of the topic the consumer group has no committed offset on, although it has members for the topic or committed to its other partitions (partitions added since): their lag is unknown, not 0, and a consumer with auto.offset.reset=latest skips what they hold.",
+		[]string{"cluster", "group", "topic"}, nil)
 	kafkaPartLagMessagesDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_partition_lag_messages",
 		"Kafka's own LAG of the consumer group on the partition: high watermark minus committed offset (kafka.NAME.per_partition).",
@@ -154,6 +158,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- kafkaMembersDesc
 	ch <- kafkaLostDesc
 	ch <- kafkaGroupInfoDesc
+	ch <- kafkaUncommittedDesc
 	if c.cfg.PerPartition {
 		ch <- kafkaPartLagMessagesDesc
 		ch <- kafkaPartLagSecondsDesc
@@ -236,13 +241,17 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 	for i := range p.topics {
 		tp := &p.topics[i]
 		decided = decideTopic(tp, now, decided[:0])
-		sum, lost := Sum(decided), int64(0)
+		sum, lost, noCommit := Sum(decided), int64(0), 0
 		for j := range tp.parts {
 			lost += Lost(tp.parts[j].o)
+			if tp.parts[j].noCommit {
+				noCommit++
+			}
 		}
 		g, t := tp.group.name, tp.topic
+		ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
+		ls.send(ch, 3, kafkaUncommittedDesc, float64(noCommit))
 		if sum.MessagesOK || sum.SecondsOK {
-			ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
 			if sum.MessagesOK {
 				ls.send(ch, 0, kafkaLagMessagesDesc, float64(sum.Messages))
 				ls.send(ch, 1, kafkaLostDesc, float64(lost))

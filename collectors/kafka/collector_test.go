@@ -250,6 +250,9 @@ func lagExact(t *testing.T, e kenv, rule string) {
 		lagKey("outbox_consumer_lag_messages", si, events):                          siMsgs,
 		lagKey("outbox_consumer_lag_seconds", si, events):                           siSecs,
 		lagKey("outbox_consumer_retention_lost_messages", si, events):               0,
+		lagKey("outbox_consumer_uncommitted_partitions", si, events):                1, // p2
+		lagKey("outbox_consumer_uncommitted_partitions", si, ev2):                   0,
+		lagKey("outbox_consumer_uncommitted_partitions", ne, events):                0,
 		lagKey("outbox_consumer_lag_messages", si, ev2):                             0,
 		lagKey("outbox_consumer_lag_seconds", si, ev2):                              0,
 		lagKey("outbox_consumer_retention_lost_messages", si, ev2):                  0,

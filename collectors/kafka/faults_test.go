@@ -304,6 +304,7 @@ func TestKafkaJavaConsumerGroups(t *testing.T) {
 		want[lagKey("outbox_consumer_lag_messages", g, topic)] = 3
 		want[lagKey("outbox_consumer_lag_seconds", g, topic)] = now.Sub(kafkaBase.Add(time.Minute)).Seconds()
 		want[lagKey("outbox_consumer_retention_lost_messages", g, topic)] = 0
+		want[lagKey("outbox_consumer_uncommitted_partitions", g, topic)] = 0
 		want[lagKey("outbox_consumer_group_members", g, "")] = 0
 		want[lagKey("outbox_consumer_deadline_seconds", g, "")] = 600
 		want["outbox_consumer_group_info{group="+g+",protocol="+proto+",state=Empty}"] = 1

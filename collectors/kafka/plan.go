@@ -87,10 +87,11 @@ type partPlan struct {
 	part int32
 	o    Offsets
 	// ok: the offsets are known. ignored: never committed and not
-	// counted (IgnoreUncommitted).
-	ok, ignored bool
-	behind      bool
-	probe       *cachedProbe
+	// counted (IgnoreUncommitted). noCommit: the group has no committed
+	// offset on the partition (known whenever its high watermark is).
+	ok, ignored, noCommit bool
+	behind                bool
+	probe                 *cachedProbe
 }
 
 // topicPlan is one (group, topic) and its partitions.
@@ -255,6 +256,7 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committe
 		}
 		o.Commit = max(cr.at, NoCommit)
 	}
+	pp.noCommit = !o.Committed()
 	if !o.Committed() && rule == IgnoreUncommitted {
 		pp.o, pp.ok, pp.ignored = o, true, true
 		return false
