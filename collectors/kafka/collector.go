@@ -70,6 +70,7 @@ type Collector struct {
 	cluster string
 	cfg     *config.Kafka
 	groups  []Matcher
+	shares  []Matcher
 	topics  func(string) bool
 	rule    Uncommitted
 	logger  *slog.Logger
@@ -120,6 +121,13 @@ func NewCollector(cluster string, k *config.Kafka, logger *slog.Logger) (*Collec
 		}
 		c.groups = append(c.groups, p)
 	}
+	for _, g := range k.ShareGroups {
+		p, err := config.ParsePattern(g)
+		if err != nil {
+			return nil, fmt.Errorf("kafka %s: share group %q: %w", cluster, g, err)
+		}
+		c.shares = append(c.shares, p)
+	}
 	var tps []Matcher
 	for _, t := range k.Topics {
 		p, err := config.ParsePattern(t)
@@ -159,6 +167,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- kafkaLostDesc
 	ch <- kafkaGroupInfoDesc
 	ch <- kafkaUncommittedDesc
+	if len(c.shares) > 0 {
+		ch <- shareLagMessagesDesc
+		ch <- shareLagSecondsDesc
+		ch <- shareMembersDesc
+		ch <- shareInfoDesc
+	}
 	if c.cfg.PerPartition {
 		ch <- kafkaPartLagMessagesDesc
 		ch <- kafkaPartLagSecondsDesc
@@ -178,11 +192,11 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		return fmt.Errorf("kafka %s: wait for the previous collection: %w", c.cluster, ctx.Err())
 	}
 	var partial []error
-	selected, err := c.listGroups(ctx, &partial)
+	selected, shareSel, err := c.listGroups(ctx, &partial)
 	if err != nil {
 		return err
 	}
-	if len(selected) == 0 {
+	if len(selected) == 0 && len(shareSel) == 0 {
 		c.known = map[string]string{}
 		c.cache.reset()
 		c.series = newSeriesCache()
@@ -195,8 +209,13 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		go func() { defer close(warmed); c.prober.Warm(ctx) }()
 		defer func() { <-warmed }()
 	}
-	states := c.describe(ctx, selected, &partial)
+	var states []*groupState
+	if len(selected) > 0 {
+		states = c.describe(ctx, selected, &partial)
+	}
+	shares := c.describeShares(ctx, shareSel, &partial)
 	byGroup, topics := groupTopics(states, c.topics)
+	topics = mergeTopics(topics, shareTopics(shares))
 	v := c.readOffsets(ctx, topics, &partial)
 	p := c.cache.plan(states, byGroup, v, c.rule, &partial)
 	if len(p.wants) > 0 {
@@ -206,8 +225,11 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		c.cache.fill(p, probes, ok)
 	}
+	c.readShareProbes(ctx, shares, v, &partial)
 	c.series.begin()
-	c.emit(ch, states, p, c.now(), &partial)
+	now := c.now()
+	c.emit(ch, states, p, now, &partial)
+	c.emitShares(ch, shares, now, &partial)
 	c.series.end()
 	c.cache.sweep()
 	c.known = map[string]string{}

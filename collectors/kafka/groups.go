@@ -32,9 +32,9 @@ type groupState struct {
 // down coordinator does not look like deleted groups. Matching groups of
 // types without committed offsets to judge (share, streams) are logged
 // once each instead of vanishing without a word.
-func (c *Collector) listGroups(ctx context.Context, partial *[]error) ([]Listed, error) {
-	if len(c.groups) == 0 {
-		return nil, nil
+func (c *Collector) listGroups(ctx context.Context, partial *[]error) (groups, shares []Listed, err error) {
+	if len(c.groups) == 0 && len(c.shares) == 0 {
+		return nil, nil, nil
 	}
 	listed, err := c.adm.ListGroups(ctx)
 	var se *kadm.ShardErrors
@@ -45,7 +45,7 @@ func (c *Collector) listGroups(ctx context.Context, partial *[]error) ([]Listed,
 		partialList = true
 		*partial = append(*partial, fmt.Errorf("list groups: %w", err))
 	default:
-		return nil, fmt.Errorf("kafka %s: list groups: %w", c.cluster, err)
+		return nil, nil, fmt.Errorf("kafka %s: list groups: %w", c.cluster, err)
 	}
 	all := make([]Listed, 0, len(listed))
 	for _, g := range listed {
@@ -61,11 +61,11 @@ func (c *Collector) listGroups(ctx context.Context, partial *[]error) ([]Listed,
 	for _, g := range Unsupported(all, c.groups) {
 		if !c.warned[g.Name] {
 			c.warned[g.Name] = true
-			c.logger.Warn("kafka group matches the configured groups but has no committed offsets to judge: not exported",
+			c.logger.Warn("kafka group matches the configured groups but has no committed offsets to judge: not exported (share groups are selected by share_groups)",
 				"cluster", c.cluster, "group", g.Name, "type", g.Type)
 		}
 	}
-	return SelectGroups(all, c.groups), nil
+	return SelectGroups(all, c.groups), SelectShareGroups(all, c.shares), nil
 }
 
 // described is a classic or KIP-848 describe answer in one shape.

@@ -228,6 +228,7 @@ func Sum(ps []Partition) Topic {
 const (
 	TypeClassic  = "classic"
 	TypeConsumer = "consumer"
+	TypeShare    = "share"
 )
 
 // Listed is a group as the cluster lists it.
@@ -256,6 +257,19 @@ func SelectGroups(listed []Listed, patterns []Matcher) []Listed {
 			continue
 		}
 		if matchAny(patterns, g.Name) {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SelectShareGroups returns the listed share groups (KIP-932) that match
+// any of patterns, sorted by name.
+func SelectShareGroups(listed []Listed, patterns []Matcher) []Listed {
+	var out []Listed
+	for _, g := range listed {
+		if g.Type == TypeShare && matchAny(patterns, g.Name) {
 			out = append(out, g)
 		}
 	}
