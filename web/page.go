@@ -146,6 +146,7 @@ type pageData struct {
 	RunbookURL  string
 	Outboxes    []outboxView
 	Groups      []groupView
+	ShareGroups []shareView
 	Reconciles  []reconcileView
 	Audits      []auditView
 	Collectors  []collectorView
@@ -194,6 +195,7 @@ func (s *Server) pageData(r *http.Request) pageData {
 
 	d.Outboxes = s.outboxViews(r, snap, collectorOK, now)
 	d.Groups = s.groupViews(snap, collectorOK, now)
+	d.ShareGroups = shareViews(snap, collectorOK)
 	d.Reconciles = s.reconcileViews(snap, collectorOK, now)
 	d.Audits = auditViews(snap, collectorOK)
 	return d
@@ -257,9 +259,13 @@ func (s *Server) groupViews(snap *Snapshot, collectorOK map[string]bool, now tim
 	lagMsg := snap.SumBy("outbox_consumer_lag_messages", "cluster", "group")
 	members := snap.MaxBy("outbox_consumer_group_members", "cluster", "group")
 	uncommitted := snap.SumBy("outbox_consumer_uncommitted_partitions", "cluster", "group")
+	shares := shareGroupSet(snap)
 	for _, smp := range snap.Metrics["outbox_consumer_deadline_seconds"] {
 		c, g := smp.Labels["cluster"], smp.Labels["group"]
 		k := [2]string{c, g}
+		if shares[k] {
+			continue
+		}
 		gv := groupView{Cluster: c, Group: g, Deadline: smp.Value}
 		gv.LagSeconds, gv.LagMessages, gv.Members = lagSec[k], lagMsg[k], members[k]
 		gv.Uncommitted = uncommitted[k]
