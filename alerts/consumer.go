@@ -48,6 +48,18 @@ func (b *builder) consumerAlerts() []Rule {
 				"Kafka cluster {{ $labels.cluster }} deleted {{ $value }} records of topic {{ $labels.topic }} that consumer group {{ $labels.group }} had not consumed (its committed offset is below the log start): those events are lost to it.",
 				own))
 		rules = append(rules, b.uncommittedAlerts(name, b.cfg.Kafka[name])...)
+		if len(b.cfg.Kafka[name].ShareGroups) > 0 {
+			// A share group's deadline is its group's, as a consumer
+			// group's; its time lag is an upper bound (the age of the
+			// record at the start offset the broker reports).
+			rules = append(rules, b.alert("OutboxShareGroupLagAboveDeadline", SeverityCritical,
+				fmt.Sprintf("max by (%s) (outbox_share_group_lag_seconds%s)\n> on (%s) group_left ()\nmax by (%s) (outbox_consumer_deadline_seconds%s)",
+					b.by("cluster", "group", "topic"), sel, b.by("cluster", "group"), b.by("cluster", "group"), sel),
+				"2m",
+				"A share group lags behind its deadline.",
+				"Share group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has a record of topic {{ $labels.topic }} at its start offset that is {{ $value | humanizeDuration }} old, past the group's lag deadline: it has not acknowledged it, or the broker has not moved the start offset past it.",
+				own))
+		}
 	}
 	return rules
 }
