@@ -135,8 +135,17 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 		if _, err := adm.CreatePartitions(ctx, 1, h.topic); err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.ProduceSync(ctx, rec(h.parts), rec(h.parts)).FirstErr(); err != nil {
-			t.Fatal(err)
+		// The producer learns of the new partition from fresh metadata.
+		rs := []*kgo.Record{rec(h.parts), rec(h.parts)}
+		for {
+			cl.ForceMetadataRefresh()
+			err := cl.ProduceSync(ctx, rs...).FirstErr()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("produce to the added partition: %v", err)
+			}
 		}
 		h.parts++
 	}
