@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,7 +23,10 @@ import (
 var oracleSeeds = flag.Int("kafka.seeds", 2, "generated Kafka histories checked against Kafka's own ConsumerGroupCommand")
 
 // oracleFaultSeeds are seeds that once found a fault; they run always.
-var oracleFaultSeeds = []uint64{}
+// Seeds 4 and 6: share-partitions the group had not fetched from yet
+// (start offset and lag -1) were counted as unknown, making the whole
+// collection partial.
+var oracleFaultSeeds = []uint64{4, 6}
 
 // history is what one seed wrote: a topic, its groups, and when each
 // record was written (its timestamp is kafkaBase plus its index).
@@ -36,6 +41,10 @@ type history struct {
 	openAt   int64
 	at       time.Time // the clock of the scrape
 	n        *int      // records written so far
+	// marks is the end mark of each partition once written.
+	marks *map[int32]int64
+	// share is the share group, "" when the seed has none.
+	share string
 }
 
 // TestKafkaOracle generates seeded histories on the real broker (plain
@@ -48,13 +57,16 @@ func TestKafkaOracle(t *testing.T) {
 	b := kafkatest.Shared(t)
 	seeds := append([]uint64(nil), oracleFaultSeeds...)
 	for s := uint64(1); s <= uint64(*oracleSeeds); s++ {
-		seeds = append(seeds, s)
+		if !slices.Contains(seeds, s) {
+			seeds = append(seeds, s)
+		}
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			e := realEnv(t)
 			k := kafkaCfg(e.Brokers(), e.pat("/g.*/"))
 			k.PerPartition = true
+			k.ShareGroups = []string{e.pat("/s.*/")}
 			h := generate(t, e, k, rand.New(rand.NewPCG(seed, 27)))
 			checkOracle(t, b, k, h)
 		})
@@ -66,7 +78,7 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 	t.Helper()
 	ctx := kafkaCtx(t)
 	cl, adm := kafkaAdmin(t, k)
-	h := history{topic: e.n("t"), parts: 1 + rng.Int32N(3), n: new(int)}
+	h := history{topic: e.n("t"), parts: 1 + rng.Int32N(3), n: new(int), marks: &map[int32]int64{}}
 	if _, err := adm.CreateTopic(ctx, h.parts, 1, nil, h.topic); err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +176,10 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 		}
 		h.open, h.openPart, h.openAt = open, h.parts-1, r.Offset
 	}
+	if rng.IntN(3) > 0 {
+		h.share = e.n("s0")
+		shareAckSome(t, k, cl, h.share, h.topic, rng)
+	}
 	h.at = kafkaBase.Add(time.Duration(*h.n+100) * time.Second)
 	return h
 }
@@ -179,7 +195,8 @@ func (h history) rec(p int32) *kgo.Record {
 func checkOracle(t *testing.T, b *kafkatest.Broker, k *config.Kafka, h history) {
 	_, adm := kafkaAdmin(t, k)
 	starts := listed(t, adm.ListStartOffsets, h.topic)
-	stable := listed(t, adm.ListEndOffsets, h.topic) // the high watermarks
+	ends := listed(t, adm.ListEndOffsets, h.topic)
+	stable := maps.Clone(ends)
 	if h.open != nil {
 		stable[h.openPart] = h.openAt
 	}
@@ -189,6 +206,14 @@ func checkOracle(t *testing.T, b *kafkatest.Broker, k *config.Kafka, h history) 
 	rows, out, err := b.ConsumerGroupLag(ctx, h.groups...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Kafka's share tool runs before the end marks are written too.
+	var share shareTool
+	if h.share != "" {
+		share.rows, share.out, err = b.ShareGroupLag(ctx, h.share)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	visible := readCommitted(t, k, h)
 	for _, g := range h.groups {
@@ -238,6 +263,9 @@ func checkOracle(t *testing.T, b *kafkatest.Broker, k *config.Kafka, h history) 
 	if t.Failed() {
 		t.Logf("ConsumerGroupCommand:\n%s", out)
 	}
+	if h.share != "" {
+		checkShareOracle(t, k, h, share, got, starts, ends)
+	}
 }
 
 // visibleRecord is a data record a read_committed consumer reads.
@@ -252,15 +280,24 @@ type visibleRecord struct {
 // Records at or after the scrape's last stable offset are told apart by
 // the caller.
 func readCommitted(t *testing.T, k *config.Kafka, h history) map[int32][]visibleRecord {
+	return readRecords(t, k, h, kgo.ReadCommitted())
+}
+
+// readRecords is readCommitted with isolation iso; only the first call of
+// a history ends the open transaction and writes the end marks.
+func readRecords(t *testing.T, k *config.Kafka, h history, iso kgo.IsolationLevel) map[int32][]visibleRecord {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	if h.marks != nil && len(*h.marks) > 0 {
+		return consumeToMarks(t, k, h, iso, *h.marks)
+	}
 	if h.open != nil {
 		if err := h.open.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cl, _ := kafkaAdmin(t, k)
-	marks := map[int32]int64{}
+	marks := *h.marks
 	for p := int32(0); p < h.parts; p++ {
 		r := h.rec(p)
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
@@ -268,7 +305,15 @@ func readCommitted(t *testing.T, k *config.Kafka, h history) map[int32][]visible
 		}
 		marks[p] = r.Offset
 	}
-	c, err := kafkaclient.New(k, kgo.ConsumeTopics(h.topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	return consumeToMarks(t, k, h, iso, marks)
+}
+
+// consumeToMarks reads every partition of h from its log start with
+// isolation iso up to its end mark.
+func consumeToMarks(t *testing.T, k *config.Kafka, h history, iso kgo.IsolationLevel, marks map[int32]int64) map[int32][]visibleRecord {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c, err := kafkaclient.New(k, kgo.ConsumeTopics(h.topic), kgo.FetchIsolationLevel(iso),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

@@ -139,6 +139,12 @@ func shareParts(group string, o kadm.DescribedShareGroupOffsets, filter func(str
 				parts = append(parts, sharePart{part: p})
 				continue
 			}
+			if so.StartOffset < 0 {
+				// No share-partition state yet (the group has not
+				// fetched from it): Kafka's tool shows "-", and there
+				// is nothing to count.
+				continue
+			}
 			parts = append(parts, sharePart{part: p, spso: so.StartOffset, lag: so.Lag, lagOK: so.Lag >= 0})
 		}
 		sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })

@@ -2,11 +2,13 @@ package kafka
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -156,4 +158,28 @@ func TestKafkaShareGroup(t *testing.T) {
 		lagKey("outbox_consumer_deadline_seconds", g, ""):       600,
 		"outbox_share_group_info{group=" + g + ",state=Stable}": 1,
 	}, 0.001)
+}
+
+// A share-partition the group has not fetched from has no state: start
+// offset and lag -1. It is not counted (Kafka's tool shows "-"); one
+// with a state but no lag (a broker before DescribeShareGroupOffsets v1)
+// is unknown.
+func TestShareParts(t *testing.T) {
+	o := kadm.DescribedShareGroupOffsets{Group: "q", Offsets: kadm.ShareOffsets{"jobs": {
+		0: {Topic: "jobs", Partition: 0, StartOffset: -1, Lag: -1},
+		1: {Topic: "jobs", Partition: 1, StartOffset: 4, Lag: 6},
+		2: {Topic: "jobs", Partition: 2, StartOffset: 3, Lag: -1},
+	}}}
+	var partial []error
+	got := shareParts("q", o, nil, &partial)["jobs"]
+	want := []sharePart{{part: 1, spso: 4, lag: 6, lagOK: true}, {part: 2, spso: 3, lag: -1}}
+	if !reflect.DeepEqual(got, want) || len(partial) != 0 {
+		t.Fatalf("got %+v (partial %v), want %+v", got, partial, want)
+	}
+	got[0].o, got[0].oOK = Offsets{Commit: 4, End: 10}, true
+	got[0].probe, got[0].probeOK = &Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4, Timestamp: kafkaBase.Add(-time.Minute)}, true
+	sum := shareSum(got, kafkaBase)
+	if sum.Messages != 6 || !sum.MessagesOK || sum.Seconds != 60 || !sum.Partial || sum.Unknown != 1 {
+		t.Fatalf("sum %+v: want 6 messages, 60 s, one partition unknown", sum)
+	}
 }
