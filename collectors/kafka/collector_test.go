@@ -493,11 +493,13 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
+		var last int64
 		for i := 0; i < n; i++ {
 			r := &kgo.Record{Value: []byte("v"), Timestamp: kafkaBase.Add(time.Duration(i) * time.Second)}
 			if err := p.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
+			last = r.Offset
 		}
 		if err := p.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -510,6 +512,9 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 			t.Fatal(err)
 		}
 		p.Close()
+		// The marker is written after EndTransaction returns: the next
+		// transaction's records must come after it.
+		waitEnd(t, adm, e.n(topic), last+2)
 	}
 	txn("committed", 5, kgo.TryCommit) // 0-4 data, 5 marker: HWM 6
 	txn("aborted", 5, kgo.TryCommit)   // 0-4 data, 5 marker
@@ -517,13 +522,21 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 	txn("open", 2, kgo.TryAbort)       // 0-1 aborted, 2 marker
 	txn("open", 3, kgo.TryCommit)      // 3-5 in an open transaction: LSO 3, HWM 6
 
-	ends, err := adm.ListEndOffsets(ctx, e.n("committed"), e.n("aborted"), e.n("open"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The transaction coordinator writes the markers after EndTransaction
+	// returns: wait for them, within the context's deadline.
 	for topic, want := range map[string]int64{"committed": 6, "aborted": 10, "open": 6} {
-		if o, _ := ends.Lookup(e.n(topic), 0); o.Offset != want {
-			t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
+		for {
+			ends, err := adm.ListEndOffsets(ctx, e.n(topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _ := ends.Lookup(e.n(topic), 0)
+			if o.Offset == want {
+				break
+			}
+			if o.Offset > want || ctx.Err() != nil {
+				t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
+			}
 		}
 	}
 	commit(t, adm, e.n("reader"), e.n("committed"), map[int32]int64{0: 5})

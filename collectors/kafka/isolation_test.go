@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -53,14 +54,14 @@ func isolation(t *testing.T, e kenv) {
 	if _, err := adm.CreateTopic(kafkaCtx(t), 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	txn(t, k, e.n("tx-a"), topic, kafkaBase, 3, kgo.TryAbort, false)                      // 0-2 aborted, 3 marker
+	// Each transaction's marker is written after EndTransaction returns:
+	// wait for it before the next transaction, so the offsets are these.
+	txn(t, k, e.n("tx-a"), topic, kafkaBase, 3, kgo.TryAbort, false) // 0-2 aborted, 3 marker
+	waitEnd(t, adm, topic, 4)
 	txn(t, k, e.n("tx-c"), topic, kafkaBase.Add(10*time.Second), 2, kgo.TryCommit, false) // 4-5, 6 marker
-	txn(t, k, e.n("tx-o"), topic, kafkaBase.Add(20*time.Second), 2, kgo.TryCommit, true)  // 7-8 open: HWM 9
-	if ends, err := adm.ListEndOffsets(kafkaCtx(t), topic); err != nil {
-		t.Fatal(err)
-	} else if o, _ := ends.Lookup(topic, 0); o.Offset != 9 {
-		t.Fatalf("high watermark %d, want 9: seeding is off", o.Offset)
-	}
+	waitEnd(t, adm, topic, 7)
+	txn(t, k, e.n("tx-o"), topic, kafkaBase.Add(20*time.Second), 2, kgo.TryCommit, true) // 7-8 open: HWM 9
+	waitEnd(t, adm, topic, 9)
 	for _, g := range []string{"rc", "ru"} {
 		commit(t, adm, e.n(g), topic, map[int32]int64{0: 0})
 	}
@@ -80,4 +81,24 @@ func isolation(t *testing.T, e kenv) {
 		lagKey("outbox_consumer_lag_messages", e.n("ru-open"), topic): 2,
 		lagKey("outbox_consumer_lag_seconds", e.n("ru-open"), topic):  age(20),
 	}, 0.001)
+}
+
+// waitEnd waits, within kafkaCtx's deadline, until partition 0 of topic
+// has high watermark want, and fails if it passes it.
+func waitEnd(t *testing.T, adm *kadm.Client, topic string, want int64) {
+	t.Helper()
+	ctx := kafkaCtx(t)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(topic, 0)
+		if o.Offset == want {
+			return
+		}
+		if o.Offset > want || ctx.Err() != nil {
+			t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
+		}
+	}
 }
