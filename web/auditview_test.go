@@ -28,3 +28,23 @@ func TestAuditViewOfAFailedAudit(t *testing.T) {
 		}
 	}
 }
+
+// A consumer group with uncommitted partitions is unknown, never OK,
+// however small its lag; a lag past the deadline still shows as critical.
+func TestGroupStatusUncommitted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gv   groupView
+		ok   bool
+		want Status
+	}{
+		{"caught up", groupView{Deadline: 60}, true, OK},
+		{"caught up but uncommitted partitions", groupView{Deadline: 60, Uncommitted: 2}, true, Unknown},
+		{"late and uncommitted", groupView{Deadline: 60, LagSeconds: 600, Uncommitted: 2}, true, Crit},
+		{"collector failed", groupView{Deadline: 60}, false, Unknown},
+	} {
+		if got := groupStatus(tc.gv, tc.ok); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

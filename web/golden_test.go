@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
@@ -66,7 +67,8 @@ func TestMetricsGolden(t *testing.T) {
 	var body string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
 		body, _ = scrapeWith(h, "")
-		if strings.Contains(body, "outbox_reconcile_rows_checked{") && strings.Contains(body, "outbox_published_events_total{") {
+		if strings.Contains(body, "outbox_reconcile_rows_checked{") && strings.Contains(body, "outbox_published_events_total{") &&
+			strings.Contains(body, "outbox_share_group_lag_seconds{") {
 			break
 		}
 	}
@@ -106,6 +108,43 @@ func seedGoldenTopic(t *testing.T, brokers []string) {
 	if err := group.CommitRecords(ctx, fs.Records()...); err != nil {
 		t.Fatal(err)
 	}
+	seedShareGroup(t, brokers)
+}
+
+// seedShareGroup starts share group jobs on messages from the earliest
+// offset; its member accepts one record and stays until the test ends.
+func seedShareGroup(t *testing.T, brokers []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "jobs"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	r.Configs = append(r.Configs, c)
+	req.Resources = append(req.Resources, r)
+	if _, err := req.RequestWith(ctx, adm); err != nil {
+		t.Fatalf("share group config: %v", err)
+	}
+	sc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ShareGroup("jobs"), kgo.ConsumeTopics("messages"),
+		kgo.ShareMaxRecords(1), kgo.ShareMaxRecordsStrict())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Close)
+	fs := sc.PollRecords(ctx, 1)
+	if len(fs.Records()) == 0 {
+		t.Fatalf("share group jobs read nothing: %v", fs.Err0())
+	}
+	sc.MarkAcks(kgo.AckAccept, fs.Records()...)
+	if err := sc.FlushAcks(ctx); err != nil {
+		t.Fatalf("share group acks: %v", err)
+	}
 }
 
 // goldenConfig runs every collector: the reliability outbox with dead
@@ -117,6 +156,7 @@ kafka:
   main:
     brokers: [%s]
     groups: [search-index]
+    share_groups: [jobs]
     deadline: 2m
 reconcile:
   search_index:

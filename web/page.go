@@ -101,7 +101,11 @@ type groupView struct {
 	LagMessages    float64
 	Deadline       float64
 	Members        float64
-	Trend          template.HTML
+	// Uncommitted is the partitions the group has no committed offset on
+	// while it has members for them or committed to their topic's other
+	// partitions: their lag is unknown.
+	Uncommitted float64
+	Trend       template.HTML
 }
 
 type reconcileView struct {
@@ -143,6 +147,7 @@ type pageData struct {
 	RunbookURL  string
 	Outboxes    []outboxView
 	Groups      []groupView
+	ShareGroups []shareView
 	Reconciles  []reconcileView
 	Audits      []auditView
 	Collectors  []collectorView
@@ -191,6 +196,7 @@ func (s *Server) pageData(r *http.Request) pageData {
 
 	d.Outboxes = s.outboxViews(r, snap, collectorOK, now)
 	d.Groups = s.groupViews(snap, collectorOK, now)
+	d.ShareGroups = shareViews(snap, collectorOK)
 	d.Reconciles = s.reconcileViews(snap, collectorOK, now)
 	d.Audits = auditViews(snap, collectorOK)
 	return d
@@ -253,15 +259,19 @@ func (s *Server) groupViews(snap *Snapshot, collectorOK map[string]bool, now tim
 	lagSec := snap.MaxBy("outbox_consumer_lag_seconds", "cluster", "group")
 	lagMsg := snap.SumBy("outbox_consumer_lag_messages", "cluster", "group")
 	members := snap.MaxBy("outbox_consumer_group_members", "cluster", "group")
+	uncommitted := snap.SumBy("outbox_consumer_uncommitted_partitions", "cluster", "group")
+	shares := shareGroupSet(snap)
 	for _, smp := range snap.Metrics["outbox_consumer_deadline_seconds"] {
 		c, g := smp.Labels["cluster"], smp.Labels["group"]
 		k := [2]string{c, g}
+		if shares[k] {
+			continue
+		}
 		gv := groupView{Cluster: c, Group: g, Deadline: smp.Value}
 		gv.LagSeconds, gv.LagMessages, gv.Members = lagSec[k], lagMsg[k], members[k]
-		gv.Status = statusFor(gv.LagSeconds, gv.Deadline)
-		if !collectorOK["kafka/"+c] {
-			gv.Status = worst(gv.Status, Unknown)
-		}
+		gv.Uncommitted = uncommitted[k]
+		gv.Status = groupStatus(gv, collectorOK["kafka/"+c])
+
 		gv.Trend = sparkline(s.rec.history.Get(groupKey(c, g), now), gv.Deadline)
 		out = append(out, gv)
 	}
@@ -279,6 +289,18 @@ func findingStatus(metric, kind string) Status {
 		return Crit
 	}
 	return Warn
+}
+
+// groupStatus judges a group's time lag against its deadline. A group
+// with partitions it has not committed to is unknown at best, never OK:
+// its lag there is not known (a consumer stuck at the start looks caught
+// up), and so is one whose collection failed.
+func groupStatus(gv groupView, collectorOK bool) Status {
+	st := statusFor(gv.LagSeconds, gv.Deadline)
+	if gv.Uncommitted > 0 || !collectorOK {
+		st = worst(st, Unknown)
+	}
+	return st
 }
 
 // reconcileViews shows each reconcile job's last run and its gaps.

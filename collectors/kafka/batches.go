@@ -50,8 +50,9 @@ var (
 // record at or after it: asks are sorted and answered in order, and
 // answered is how many were. next is the offset after the last batch read.
 //
-// It reads as a read_committed consumer does: control batches (markers)
-// and batches of aborted transactions hold no data. Only the few header
+// Control batches (markers) hold no data, nor, for a read_committed
+// read, do batches of the aborted transactions the answer lists (a
+// read_uncommitted answer lists none: aborted records are data to it). Only the few header
 // fields needed are read, and a batch's records are decoded only when an
 // asked offset falls in it, with no allocation per record: probing a
 // partition costs about what it costs the broker to send it.

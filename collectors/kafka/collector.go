@@ -20,7 +20,7 @@ import (
 var (
 	kafkaLagMessagesDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_lag_messages",
-		"Records the consumer group has still to consume on the topic: high watermark minus committed offset, summed over partitions (a partition without a commit counts only with kafka.NAME.uncommitted: log_start, from the log start).",
+		"Kafka's own LAG of the consumer group on the topic, as kafka-consumer-groups --describe reports it: high watermark minus committed offset, summed over partitions, transaction markers and aborted and deleted records included (a partition without a commit counts only with kafka.NAME.uncommitted: log_start, from the log start).",
 		[]string{"cluster", "group", "topic"}, nil)
 	kafkaLagSecondsDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_lag_seconds",
@@ -36,15 +36,19 @@ var (
 		[]string{"cluster", "group"}, nil)
 	kafkaLostDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_retention_lost_messages",
-		"Records deleted by retention before the group consumed them: log start offset minus committed offset, summed over partitions where positive.",
+		"Records deleted by retention before the group consumed them: log start offset minus committed offset, summed over partitions where positive. Part of outbox_consumer_lag_messages, not in addition to it.",
 		[]string{"cluster", "group", "topic"}, nil)
 	kafkaGroupInfoDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_group_info",
 		"Constant 1: the consumer group's state as the broker reports it, and its protocol (classic or consumer, KIP-848).",
 		[]string{"cluster", "group", "state", "protocol"}, nil)
+	kafkaUncommittedDesc = prometheus.NewDesc(
+		collectors.Namespace+"_consumer_uncommitted_partitions",
+		"Partitions of the topic the consumer group has no committed offset on, although it has members for the topic or committed to its other partitions (partitions added since): their lag is unknown, not 0, and a consumer with auto.offset.reset=latest skips what they hold.",
+		[]string{"cluster", "group", "topic"}, nil)
 	kafkaPartLagMessagesDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_partition_lag_messages",
-		"Records the consumer group has still to consume on the partition (kafka.NAME.per_partition).",
+		"Kafka's own LAG of the consumer group on the partition: high watermark minus committed offset (kafka.NAME.per_partition).",
 		[]string{"cluster", "group", "topic", "partition"}, nil)
 	kafkaPartLagSecondsDesc = prometheus.NewDesc(
 		collectors.Namespace+"_consumer_partition_lag_seconds",
@@ -66,6 +70,7 @@ type Collector struct {
 	cluster string
 	cfg     *config.Kafka
 	groups  []Matcher
+	shares  []Matcher
 	topics  func(string) bool
 	rule    Uncommitted
 	logger  *slog.Logger
@@ -116,6 +121,13 @@ func NewCollector(cluster string, k *config.Kafka, logger *slog.Logger) (*Collec
 		}
 		c.groups = append(c.groups, p)
 	}
+	for _, g := range k.ShareGroups {
+		p, err := config.ParsePattern(g)
+		if err != nil {
+			return nil, fmt.Errorf("kafka %s: share group %q: %w", cluster, g, err)
+		}
+		c.shares = append(c.shares, p)
+	}
 	var tps []Matcher
 	for _, t := range k.Topics {
 		p, err := config.ParsePattern(t)
@@ -154,6 +166,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- kafkaMembersDesc
 	ch <- kafkaLostDesc
 	ch <- kafkaGroupInfoDesc
+	ch <- kafkaUncommittedDesc
+	if len(c.shares) > 0 {
+		ch <- shareLagMessagesDesc
+		ch <- shareLagSecondsDesc
+		ch <- shareMembersDesc
+		ch <- shareInfoDesc
+	}
 	if c.cfg.PerPartition {
 		ch <- kafkaPartLagMessagesDesc
 		ch <- kafkaPartLagSecondsDesc
@@ -173,11 +192,11 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		return fmt.Errorf("kafka %s: wait for the previous collection: %w", c.cluster, ctx.Err())
 	}
 	var partial []error
-	selected, err := c.listGroups(ctx, &partial)
+	selected, shareSel, err := c.listGroups(ctx, &partial)
 	if err != nil {
 		return err
 	}
-	if len(selected) == 0 {
+	if len(selected) == 0 && len(shareSel) == 0 {
 		c.known = map[string]string{}
 		c.cache.reset()
 		c.series = newSeriesCache()
@@ -190,8 +209,13 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		go func() { defer close(warmed); c.prober.Warm(ctx) }()
 		defer func() { <-warmed }()
 	}
-	states := c.describe(ctx, selected, &partial)
+	var states []*groupState
+	if len(selected) > 0 {
+		states = c.describe(ctx, selected, &partial)
+	}
+	shares := c.describeShares(ctx, shareSel, &partial)
 	byGroup, topics := groupTopics(states, c.topics)
+	topics = mergeTopics(topics, shareTopics(shares))
 	v := c.readOffsets(ctx, topics, &partial)
 	p := c.cache.plan(states, byGroup, v, c.rule, &partial)
 	if len(p.wants) > 0 {
@@ -201,8 +225,11 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		c.cache.fill(p, probes, ok)
 	}
+	c.readShareProbes(ctx, shares, v, &partial)
 	c.series.begin()
-	c.emit(ch, states, p, c.now(), &partial)
+	now := c.now()
+	c.emit(ch, states, p, now, &partial)
+	c.emitShares(ch, shares, now, &partial)
 	c.series.end()
 	c.cache.sweep()
 	c.known = map[string]string{}
@@ -236,13 +263,17 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 	for i := range p.topics {
 		tp := &p.topics[i]
 		decided = decideTopic(tp, now, decided[:0])
-		sum, lost := Sum(decided), int64(0)
+		sum, lost, noCommit := Sum(decided), int64(0), 0
 		for j := range tp.parts {
 			lost += Lost(tp.parts[j].o)
+			if tp.parts[j].noCommit {
+				noCommit++
+			}
 		}
 		g, t := tp.group.name, tp.topic
+		ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
+		ls.send(ch, 3, kafkaUncommittedDesc, float64(noCommit))
 		if sum.MessagesOK || sum.SecondsOK {
-			ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
 			if sum.MessagesOK {
 				ls.send(ch, 0, kafkaLagMessagesDesc, float64(sum.Messages))
 				ls.send(ch, 1, kafkaLostDesc, float64(lost))

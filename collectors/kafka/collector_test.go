@@ -250,6 +250,9 @@ func lagExact(t *testing.T, e kenv, rule string) {
 		lagKey("outbox_consumer_lag_messages", si, events):                          siMsgs,
 		lagKey("outbox_consumer_lag_seconds", si, events):                           siSecs,
 		lagKey("outbox_consumer_retention_lost_messages", si, events):               0,
+		lagKey("outbox_consumer_uncommitted_partitions", si, events):                1, // p2
+		lagKey("outbox_consumer_uncommitted_partitions", si, ev2):                   0,
+		lagKey("outbox_consumer_uncommitted_partitions", ne, events):                0,
 		lagKey("outbox_consumer_lag_messages", si, ev2):                             0,
 		lagKey("outbox_consumer_lag_seconds", si, ev2):                              0,
 		lagKey("outbox_consumer_retention_lost_messages", si, ev2):                  0,
@@ -465,9 +468,10 @@ func consumerProtocolGroup(t *testing.T, e kenv) {
 }
 
 // TestKafkaTransactionsCaughtUp: a read_committed consumer that has read
-// everything stays short of the high watermark by the commit marker; with
-// an aborted transaction after it, only markers and aborted records
-// remain. Both are caught up: 0 records, 0 seconds (Burrow #570). An
+// everything stays short of the high watermark by the commit marker: its
+// offset lag counts the marker (as Kafka's LAG does), its time lag is 0;
+// with an aborted transaction after it, only markers and aborted records
+// remain: 5 records by offset, 0 seconds (Burrow #570). An
 // open transaction is not yet readable: 0 seconds, its records counted.
 func TestKafkaTransactionsCaughtUp(t *testing.T) { onBoth(t, 1, transactionsCaughtUp) }
 
@@ -489,11 +493,13 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
+		var last int64
 		for i := 0; i < n; i++ {
 			r := &kgo.Record{Value: []byte("v"), Timestamp: kafkaBase.Add(time.Duration(i) * time.Second)}
 			if err := p.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
+			last = r.Offset
 		}
 		if err := p.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -506,6 +512,9 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 			t.Fatal(err)
 		}
 		p.Close()
+		// The marker is written after EndTransaction returns: the next
+		// transaction's records must come after it.
+		waitEnd(t, adm, e.n(topic), last+2)
 	}
 	txn("committed", 5, kgo.TryCommit) // 0-4 data, 5 marker: HWM 6
 	txn("aborted", 5, kgo.TryCommit)   // 0-4 data, 5 marker
@@ -513,13 +522,21 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 	txn("open", 2, kgo.TryAbort)       // 0-1 aborted, 2 marker
 	txn("open", 3, kgo.TryCommit)      // 3-5 in an open transaction: LSO 3, HWM 6
 
-	ends, err := adm.ListEndOffsets(ctx, e.n("committed"), e.n("aborted"), e.n("open"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The transaction coordinator writes the markers after EndTransaction
+	// returns: wait for them, within the context's deadline.
 	for topic, want := range map[string]int64{"committed": 6, "aborted": 10, "open": 6} {
-		if o, _ := ends.Lookup(e.n(topic), 0); o.Offset != want {
-			t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
+		for {
+			ends, err := adm.ListEndOffsets(ctx, e.n(topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _ := ends.Lookup(e.n(topic), 0)
+			if o.Offset == want {
+				break
+			}
+			if o.Offset > want || ctx.Err() != nil {
+				t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
+			}
 		}
 	}
 	commit(t, adm, e.n("reader"), e.n("committed"), map[int32]int64{0: 5})
@@ -535,9 +552,9 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 		t.Fatal(err)
 	}
 	wantSeries(t, got, map[string]float64{
-		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("committed")): 0,
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("committed")): 1,
 		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("committed")):  0,
-		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("aborted")):   0,
+		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("aborted")):   5,
 		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("aborted")):    0,
 		lagKey("outbox_consumer_lag_messages", e.n("reader"), e.n("open")):      3,
 		lagKey("outbox_consumer_lag_seconds", e.n("reader"), e.n("open")):       0,

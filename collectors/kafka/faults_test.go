@@ -304,6 +304,7 @@ func TestKafkaJavaConsumerGroups(t *testing.T) {
 		want[lagKey("outbox_consumer_lag_messages", g, topic)] = 3
 		want[lagKey("outbox_consumer_lag_seconds", g, topic)] = now.Sub(kafkaBase.Add(time.Minute)).Seconds()
 		want[lagKey("outbox_consumer_retention_lost_messages", g, topic)] = 0
+		want[lagKey("outbox_consumer_uncommitted_partitions", g, topic)] = 0
 		want[lagKey("outbox_consumer_group_members", g, "")] = 0
 		want[lagKey("outbox_consumer_deadline_seconds", g, "")] = 600
 		want["outbox_consumer_group_info{group="+g+",protocol="+proto+",state=Empty}"] = 1
@@ -350,7 +351,7 @@ func TestKafkaCompactedCommit(t *testing.T) {
 	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
 	for {
-		probes, ok, err := p.Read(ctx, metadata(t, adm, topic), []Want{{topic, 0, 2}})
+		probes, ok, err := p.Read(ctx, metadata(t, adm, topic), []Want{{topic, 0, 2, false}})
 		if err == nil && ok[0] && probes[0].Found && probes[0].Offset == 5 {
 			break
 		}
@@ -425,7 +426,7 @@ func TestKafkaLeaderChangeOnApacheKafka(t *testing.T) {
 	}
 	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
-	probes, ok, err := p.Read(ctx, before, []Want{{"events", 0, 3}})
+	probes, ok, err := p.Read(ctx, before, []Want{{"events", 0, 3, false}})
 	if err != nil {
 		t.Fatalf("Read across the leader change: %v", err)
 	}

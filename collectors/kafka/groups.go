@@ -21,6 +21,9 @@ type groupState struct {
 	commits    map[string][]committed // by topic, indexed by partition
 	commitsOK  bool
 	gone       bool
+	// readUncommitted: the group's consumers read with read_uncommitted
+	// isolation (kafka.NAME.isolation, isolations).
+	readUncommitted bool
 }
 
 // listGroups lists the cluster's groups with their types and selects the
@@ -29,9 +32,9 @@ type groupState struct {
 // down coordinator does not look like deleted groups. Matching groups of
 // types without committed offsets to judge (share, streams) are logged
 // once each instead of vanishing without a word.
-func (c *Collector) listGroups(ctx context.Context, partial *[]error) ([]Listed, error) {
-	if len(c.groups) == 0 {
-		return nil, nil
+func (c *Collector) listGroups(ctx context.Context, partial *[]error) (groups, shares []Listed, err error) {
+	if len(c.groups) == 0 && len(c.shares) == 0 {
+		return nil, nil, nil
 	}
 	listed, err := c.adm.ListGroups(ctx)
 	var se *kadm.ShardErrors
@@ -42,7 +45,7 @@ func (c *Collector) listGroups(ctx context.Context, partial *[]error) ([]Listed,
 		partialList = true
 		*partial = append(*partial, fmt.Errorf("list groups: %w", err))
 	default:
-		return nil, fmt.Errorf("kafka %s: list groups: %w", c.cluster, err)
+		return nil, nil, fmt.Errorf("kafka %s: list groups: %w", c.cluster, err)
 	}
 	all := make([]Listed, 0, len(listed))
 	for _, g := range listed {
@@ -58,11 +61,11 @@ func (c *Collector) listGroups(ctx context.Context, partial *[]error) ([]Listed,
 	for _, g := range Unsupported(all, c.groups) {
 		if !c.warned[g.Name] {
 			c.warned[g.Name] = true
-			c.logger.Warn("kafka group matches the configured groups but has no committed offsets to judge: not exported",
+			c.logger.Warn("kafka group matches the configured groups but has no committed offsets to judge: not exported (share groups are selected by share_groups)",
 				"cluster", c.cluster, "group", g.Name, "type", g.Type)
 		}
 	}
-	return SelectGroups(all, c.groups), nil
+	return SelectGroups(all, c.groups), SelectShareGroups(all, c.shares), nil
 }
 
 // described is a classic or KIP-848 describe answer in one shape.
@@ -84,7 +87,7 @@ func (c *Collector) describe(ctx context.Context, selected []Listed, partial *[]
 	states := make([]*groupState, 0, len(selected))
 	byName := make(map[string]*groupState, len(selected))
 	for _, g := range selected {
-		s := &groupState{name: g.Name, typ: g.Type}
+		s := &groupState{name: g.Name, typ: g.Type, readUncommitted: c.cfg.ReadUncommitted(g.Name)}
 		states = append(states, s)
 		byName[g.Name] = s
 		all = append(all, g.Name)

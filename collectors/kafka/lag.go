@@ -124,20 +124,22 @@ type Partition struct {
 // is behind, the probe read from Oldest(o). probe may be nil when it could
 // not be read; then the time lag is unknown.
 //
-// A partition whose only records between the commit and the high watermark
-// are transaction markers or aborted records is caught up: a read_committed
-// consumer commits the offset after its last data record and stays short
-// of the high watermark by the commit marker (the false lag of Burrow
-// #570). Its offset lag is 0 too.
+// The offset lag is always Messages(o), what kafka-consumer-groups
+// --describe reports as LAG: transaction markers, aborted records and
+// records retention deleted count, as they do for Kafka. Only the time lag
+// reads records: it is the age of the first record the group's consumers
+// still have to read. A partition whose only records after the commit are
+// transaction markers or aborted records has a time lag of 0 (a
+// read_committed consumer commits the offset after its last data record
+// and stays short of the high watermark by the commit marker: the false
+// alarm of Burrow #570 is kept out of the time lag, which is what pages).
 //
 // A partition whose remaining records all sit in an open transaction has
-// nothing a read_committed consumer can read yet: its time lag is 0 and its
-// offset lag still counts those records.
+// nothing a read_committed consumer can read yet: its time lag is 0 too.
 func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 	msgs, msgsOK := Messages(o)
 	out := Partition{Messages: msgs, MessagesOK: msgsOK}
 	if _, behind := Oldest(o); !behind {
-		out.Messages, out.MessagesOK = 0, true
 		out.SecondsOK = true
 		return out
 	}
@@ -149,8 +151,8 @@ func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 		out.Seconds = max(now.Sub(probe.Timestamp).Seconds(), 0)
 		out.SecondsOK = true
 	case probe.Found || probe.Next >= o.End:
-		// No data record below the high watermark: only markers.
-		out.Messages, out.MessagesOK = 0, true
+		// No data record below the high watermark: only markers or
+		// aborted records.
 		out.SecondsOK = true
 	case probe.Next >= probe.Stable:
 		out.SecondsOK = true
@@ -161,8 +163,9 @@ func Decide(o Offsets, probe *Probe, now time.Time) Partition {
 // Lost is how many records retention (DeleteRecords, retention.ms or
 // retention.bytes) deleted before the group consumed them: the log start
 // minus the commit, when the commit is below it. The group resumes at the
-// log start (its auto.offset.reset permitting) and never sees them; no
-// offset or time lag shows them.
+// log start (its auto.offset.reset permitting) and never sees them. They
+// are part of the offset lag (Messages counts from the commit, as Kafka
+// does), never added to it again; the time lag does not see them.
 func Lost(o Offsets) int64 {
 	if !o.Committed() || !o.StartKnown {
 		return 0
@@ -225,6 +228,7 @@ func Sum(ps []Partition) Topic {
 const (
 	TypeClassic  = "classic"
 	TypeConsumer = "consumer"
+	TypeShare    = "share"
 )
 
 // Listed is a group as the cluster lists it.
@@ -260,6 +264,19 @@ func SelectGroups(listed []Listed, patterns []Matcher) []Listed {
 	return out
 }
 
+// SelectShareGroups returns the listed share groups (KIP-932) that match
+// any of patterns, sorted by name.
+func SelectShareGroups(listed []Listed, patterns []Matcher) []Listed {
+	var out []Listed
+	for _, g := range listed {
+		if g.Type == TypeShare && matchAny(patterns, g.Name) {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // matchAny reports whether any of patterns matches name.
 func matchAny(patterns []Matcher, name string) bool {
 	for _, p := range patterns {
@@ -273,8 +290,9 @@ func matchAny(patterns []Matcher, name string) bool {
 // Topics returns the topics a group has series for: those it committed
 // to, those assigned to its members and those its members subscribe to,
 // kept by filter (nil keeps all), sorted. Every partition of these topics
-// counts, committed or not, so a group that has not yet committed to a
-// partition shows the whole partition as lag instead of hiding it.
+// is planned; whether one the group never committed to counts in the lag
+// is the Uncommitted rule's call (by default it does not, and it shows in
+// the uncommitted partitions count instead).
 func Topics(committed, assigned, subscribed []string, filter func(string) bool) []string {
 	seen := map[string]bool{}
 	var out []string

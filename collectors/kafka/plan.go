@@ -15,12 +15,14 @@ import (
 // because no cached probe answers for them. Tested with responses in
 // Kafka's own shapes (plan_test.go); Update does the I/O around it.
 
-// probeKey identifies a cached probe: an interned topic, a partition and
-// the offset read from.
+// probeKey identifies a cached probe: an interned topic, a partition, the
+// offset read from and the isolation read with (readUncommitted: aborted
+// and open transactions' records are data).
 type probeKey struct {
-	topic int32
-	part  int32
-	from  int64
+	topic           int32
+	part            int32
+	from            int64
+	readUncommitted bool
 }
 
 // cachedProbe is a cache entry; gen is the last collection that used it.
@@ -85,10 +87,11 @@ type partPlan struct {
 	part int32
 	o    Offsets
 	// ok: the offsets are known. ignored: never committed and not
-	// counted (IgnoreUncommitted).
-	ok, ignored bool
-	behind      bool
-	probe       *cachedProbe
+	// counted (IgnoreUncommitted). noCommit: the group has no committed
+	// offset on the partition (known whenever its high watermark is).
+	ok, ignored, noCommit bool
+	behind                bool
+	probe                 *cachedProbe
 }
 
 // topicPlan is one (group, topic) and its partitions.
@@ -200,7 +203,7 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 				if !offsets(pp, g.name, t, to, commits, rule, partial) || !pp.behind {
 					continue
 				}
-				c.planProbe(p, pp, tid, t, wantIdx, hint)
+				c.planProbe(p, pp, tid, t, wantIdx, hint, g.readUncommitted)
 			}
 		}
 	}
@@ -253,6 +256,7 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committe
 		}
 		o.Commit = max(cr.at, NoCommit)
 	}
+	pp.noCommit = !o.Committed()
 	if !o.Committed() && rule == IgnoreUncommitted {
 		pp.o, pp.ok, pp.ignored = o, true, true
 		return false
@@ -268,9 +272,9 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committe
 // planProbe takes pp's probe from the cache or adds it to the reads. hint
 // is the entry the partition had in the last plan, taken when it is
 // still the cache's entry for the key.
-func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wantIdx map[probeKey]int, hint *cachedProbe) {
+func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wantIdx map[probeKey]int, hint *cachedProbe, ru bool) {
 	from, _ := Oldest(pp.o)
-	key := probeKey{tid, pp.part, from}
+	key := probeKey{tid, pp.part, from, ru}
 	read := from
 	cp := hint
 	if cp == nil || cp.dropped || cp.key != key {
@@ -287,12 +291,12 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 		// it stopped.
 		read = cp.probe.Next
 	}
-	wk := probeKey{tid, pp.part, read}
+	wk := probeKey{tid, pp.part, read, ru}
 	wi, ok := wantIdx[wk]
 	if !ok {
 		wi = len(p.wants)
 		wantIdx[wk] = wi
-		p.wants = append(p.wants, Want{Topic: t, Partition: pp.part, From: read})
+		p.wants = append(p.wants, Want{Topic: t, Partition: pp.part, From: read, Uncommitted: ru})
 	}
 	p.misses = append(p.misses, miss{pp: pp, key: key, want: wi, cont: cp})
 }

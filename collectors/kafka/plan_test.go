@@ -76,45 +76,45 @@ func planErrorShapeCases() []planCase {
 	return []planCase{
 		{name: "all listed, all committed",
 			wantOK: []bool{true, true, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 5}}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 1, 2, false}, {"t", 2, 5, false}}},
 		{name: "end offset NOT_LEADER_OR_FOLLOWER on one partition",
 			edit: func(v *view, _ *groupState) {
 				v.ends["t"][1] = kadm.ListedOffset{Topic: "t", Partition: 1, Offset: -1, Err: kerr.NotLeaderForPartition}
 			},
 			wantOK: []bool{true, false, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 2, 5, false}},
 			errs:   []string{"list end offset of t/1: NOT_LEADER_FOR_PARTITION"}},
 		{name: "start offset unknown: a committed partition still counts from its commit",
 			edit: func(v *view, _ *groupState) {
 				v.starts["t"][0] = kadm.ListedOffset{Topic: "t", Partition: 0, Offset: -1, Err: kerr.UnknownServerError}
 			},
 			wantOK: []bool{true, true, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 5}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 1, 2, false}, {"t", 2, 5, false}},
 			errs:   []string{"list start offset of t/0: UNKNOWN_SERVER_ERROR"}},
 		{name: "commit below the log start is read from the log start",
 			edit: func(v *view, _ *groupState) {
 				v.starts["t"][2] = kadm.ListedOffset{Topic: "t", Partition: 2, Offset: 7}
 			},
 			wantOK: []bool{true, true, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 1, 2}, {"t", 2, 7}}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 1, 2, false}, {"t", 2, 7, false}}},
 		{name: "OffsetFetch partition error (UNSTABLE_OFFSET_COMMIT)",
 			edit: func(_ *view, g *groupState) {
 				setCommit(g, "t", 1, -1, kerr.UnstableOffsetCommit)
 			},
 			wantOK: []bool{true, false, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 2, 5, false}},
 			errs:   []string{"committed offset of group g on t/1: UNSTABLE_OFFSET_COMMIT"}},
 		{name: "commit -1 (no commit) ignored by default",
 			edit: func(_ *view, g *groupState) {
 				setCommit(g, "t", 1, -1, nil)
 			},
 			wantOK: []bool{true, true, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 2, 5, false}}},
 		{name: "never committed, log_start: read from the log start",
 			edit:   func(_ *view, g *groupState) { dropCommit(g, "t", 1) },
 			rule:   FromLogStart,
 			wantOK: []bool{true, true, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 1, 0}, {"t", 2, 5}}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 1, 0, false}, {"t", 2, 5, false}}},
 		{name: "never committed, log_start, start unknown: unknown",
 			edit: func(v *view, g *groupState) {
 				dropCommit(g, "t", 1)
@@ -122,7 +122,7 @@ func planErrorShapeCases() []planCase {
 			},
 			rule:   FromLogStart,
 			wantOK: []bool{true, false, true},
-			wants:  []Want{{"t", 0, 1}, {"t", 2, 5}}},
+			wants:  []Want{{"t", 0, 1, false}, {"t", 2, 5, false}}},
 		{name: "deleted topic (UNKNOWN_TOPIC_OR_PARTITION) goes silently",
 			edit: func(v *view, _ *groupState) {
 				v.meta["t"] = kadm.TopicDetail{Topic: "t", Err: kerr.UnknownTopicOrPartition}
@@ -202,7 +202,7 @@ func TestPlanCache(t *testing.T) {
 	c.sweep()
 
 	p, _ = runPlan(c, g, v, IgnoreUncommitted)
-	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 1, 6}}) {
+	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 1, 6, false}}) {
 		t.Fatalf("steady plan reads %v; want only the short read, continued at 6", p.wants)
 	}
 	if p.misses[0].cont == nil {
@@ -217,7 +217,7 @@ func TestPlanCache(t *testing.T) {
 	setCommit(g, "t", 0, 3, nil)
 	v.starts["t"][2] = kadm.ListedOffset{Topic: "t", Partition: 2, Offset: 8}
 	p, _ = runPlan(c, g, v, IgnoreUncommitted)
-	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 0, 3}, {"t", 2, 8}}) {
+	if fmt.Sprint(p.wants) != fmt.Sprint([]Want{{"t", 0, 3, false}, {"t", 2, 8, false}}) {
 		t.Fatalf("plan after a moved commit and retention reads %v", p.wants)
 	}
 	c.fill(p, []Probe{{From: 3, Next: 4, Stable: 10, Found: true, Offset: 3}, {From: 8, Next: 9, Stable: 10, Found: true, Offset: 8}}, []bool{true, true})

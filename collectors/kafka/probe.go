@@ -16,10 +16,13 @@ import (
 )
 
 // Want asks for the first data record of a partition at or after From.
+// Uncommitted reads as a read_uncommitted consumer does: records of
+// aborted and open transactions are data too.
 type Want struct {
-	Topic     string
-	Partition int32
-	From      int64
+	Topic       string
+	Partition   int32
+	From        int64
+	Uncommitted bool
 }
 
 // Probe limits. A round sends one Fetch request per leader broker holding
@@ -35,8 +38,9 @@ const (
 	maxMoves = 3
 )
 
-// Prober reads the first data record at given offsets, with read_committed
-// isolation and batched per leader broker. It is safe for one caller at a
+// Prober reads the first data record at given offsets, with each want's
+// isolation (read_committed unless Uncommitted) and batched per leader
+// broker. It is safe for one caller at a
 // time.
 type Prober struct {
 	cl      *kgo.Client
@@ -70,6 +74,8 @@ type partState struct {
 	stale bool
 	moves int
 	err   error
+	// uncommitted: read with read_uncommitted isolation.
+	uncommitted bool
 }
 
 // Warm opens the fetch connection to every known broker (kgo keeps fetches
@@ -125,9 +131,52 @@ func (a answers) set(x ask, pr Probe) {
 // A partition whose leader does not answer for it (NOT_LEADER_OR_FOLLOWER,
 // FENCED_LEADER_EPOCH, the broker gone in a rolling restart) is followed
 // to its new leader with fresh metadata, within ctx and maxMoves.
+//
+// One Fetch carries one isolation level: wants of both are read as two
+// reads at once.
 func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want) (probes []Probe, ok []bool, err error) {
+	var byIso [2][]int
+	for i, w := range wants {
+		if w.Uncommitted {
+			byIso[1] = append(byIso[1], i)
+		} else {
+			byIso[0] = append(byIso[0], i)
+		}
+	}
+	if len(byIso[0]) == 0 || len(byIso[1]) == 0 {
+		return p.read(ctx, meta, wants, len(byIso[1]) > 0)
+	}
+	probes, ok = make([]Probe, len(wants)), make([]bool, len(wants))
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+	)
+	for iso, idx := range byIso {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]Want, len(idx))
+			for j, i := range idx {
+				sub[j] = wants[i]
+			}
+			ps, oks, err := p.read(ctx, meta, sub, iso == 1)
+			for j, i := range idx {
+				probes[i], ok[i] = ps[j], oks[j]
+			}
+			errs[iso] = err
+		}()
+	}
+	wg.Wait()
+	return probes, ok, errors.Join(errs[0], errs[1])
+}
+
+// read is Read for wants of one isolation.
+func (p *Prober) read(ctx context.Context, meta kadm.TopicDetails, wants []Want, uncommitted bool) (probes []Probe, ok []bool, err error) {
 	out := answers{probes: make([]Probe, len(wants)), ok: make([]bool, len(wants))}
 	states, errs := plan(meta, wants)
+	for _, s := range states {
+		s.uncommitted = uncommitted
+	}
 	for round := 0; round < maxRounds && len(states) > 0; round++ {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("read oldest records: %w", err))
@@ -165,62 +214,6 @@ func (p *Prober) Read(ctx context.Context, meta kadm.TopicDetails, wants []Want)
 	return out.probes, out.ok, errors.Join(errs...)
 }
 
-// relead reads the metadata of stale partitions' topics again and points
-// them at their current leaders.
-func (p *Prober) relead(ctx context.Context, ss []*partState) {
-	seen := map[string]bool{}
-	var topics []string
-	for _, s := range ss {
-		if !seen[s.topic] {
-			seen[s.topic] = true
-			topics = append(topics, s.topic)
-		}
-	}
-	// A direct request: kadm's Metadata may answer from kgo's cache,
-	// which still names the old leader.
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, p.cl)
-	type leaderOf struct {
-		t string
-		p int32
-	}
-	leaders := map[leaderOf]int32{}
-	ids := map[string]kadm.TopicID{}
-	if err == nil {
-		for _, rt := range resp.Topics {
-			if rt.Topic == nil || rt.ErrorCode != 0 {
-				continue
-			}
-			ids[*rt.Topic] = rt.TopicID
-			for _, rp := range rt.Partitions {
-				if rp.ErrorCode == 0 {
-					leaders[leaderOf{*rt.Topic, rp.Partition}] = rp.Leader
-				}
-			}
-		}
-	}
-	for _, s := range ss {
-		s.stale = false
-		s.moves++
-		leader, ok := leaders[leaderOf{s.topic, s.part}]
-		switch {
-		case err != nil:
-			s.err = fmt.Errorf("read %s/%d: refresh metadata after a leader change: %w", s.topic, s.part, err)
-		case s.moves > maxMoves:
-			s.err = fmt.Errorf("read %s/%d: the leader moved %d times during one scrape", s.topic, s.part, s.moves)
-		case !ok || leader < 0:
-			s.err = fmt.Errorf("read %s/%d: no leader after a leader change", s.topic, s.part)
-		default:
-			s.leader, s.id = leader, ids[s.topic]
-		}
-	}
-}
-
 // suspend answers the offsets of a partition not settled within the
 // rounds with how far the reading got: no data record in [offset, Next).
 // Without a last stable offset nothing is claimed: the offsets stay
@@ -236,14 +229,6 @@ func (s *partState) suspend(out answers) {
 		out.set(a, Probe{Next: a.off, Stable: s.stable})
 	}
 	s.carried, s.pending = nil, nil
-}
-
-// leaderGone reports a partition error after which the partition is read
-// again from its current leader.
-func leaderGone(err error) bool {
-	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch) ||
-		errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
-		errors.Is(err, kerr.ReplicaNotAvailable)
 }
 
 // plan groups wants by partition.
@@ -317,6 +302,9 @@ func (p *Prober) round(ctx context.Context, states []*partState, out answers) {
 			req.MinBytes = 0
 			req.MaxBytes = requestBytes
 			req.IsolationLevel = 1 // read_committed
+			if ss[0].uncommitted {
+				req.IsolationLevel = 0
+			}
 			req.SessionID = 0
 			req.SessionEpoch = -1 // no fetch session
 			topicIdx := map[string]int{}
@@ -424,7 +412,8 @@ func fold(s *partState, rp *kmsg.FetchResponseTopicPartition, out answers) {
 		return
 	}
 	stable := rp.LastStableOffset
-	if stable < 0 {
+	if stable < 0 || s.uncommitted {
+		// A read_uncommitted consumer reads up to the high watermark.
 		stable = rp.HighWatermark
 	}
 	s.stable = stable

@@ -146,16 +146,16 @@ func TestReadAfterRetentionAndLargeBatches(t *testing.T) {
 
 	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
-	wants := []Want{{"big", 0, 3}, {"big", 0, 14}, {"big", 1, 1}, {"big", 2, 2}}
+	wants := []Want{{"big", 0, 3, false}, {"big", 0, 14, false}, {"big", 1, 1, false}, {"big", 2, 2, false}}
 	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, "big"), wants)
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
 	got := answered(t, wants, probes, ok)
-	checkFound(t, got, Want{"big", 0, 3}, 12)
-	checkFound(t, got, Want{"big", 0, 14}, 14)
-	checkFound(t, got, Want{"big", 1, 1}, 1)
-	checkFound(t, got, Want{"big", 2, 2}, 2)
+	checkFound(t, got, Want{"big", 0, 3, false}, 12)
+	checkFound(t, got, Want{"big", 0, 14, false}, 14)
+	checkFound(t, got, Want{"big", 1, 1, false}, 1)
+	checkFound(t, got, Want{"big", 2, 2, false}, 2)
 	t.Logf("%d fetches", p.Fetches())
 }
 
@@ -171,7 +171,7 @@ func TestReadUnknownPartition(t *testing.T) {
 	produce(t, cl, "t", 0, 5, 5, 10)
 	rcl, _ := kafkaAdmin(t, k)
 	p := NewProber(rcl)
-	wants := []Want{{"t", 0, 2}, {"t", 7, 0}, {"missing", 0, 0}, {"t", 0, 2}}
+	wants := []Want{{"t", 0, 2, false}, {"t", 7, 0, false}, {"missing", 0, 0, false}, {"t", 0, 2, false}}
 	probes, ok, err := p.Read(testCtx(t), metadata(t, adm, "t"), wants)
 	got := answered(t, wants, probes, ok)
 	if !ok[3] || probes[3] != probes[0] {
@@ -180,7 +180,7 @@ func TestReadUnknownPartition(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error for partitions without a leader")
 	}
-	checkFound(t, got, Want{"t", 0, 2}, 2)
+	checkFound(t, got, Want{"t", 0, 2, false}, 2)
 	if len(got) != 1 {
 		t.Fatalf("answers for unknown partitions: %v", fmt.Sprint(got))
 	}

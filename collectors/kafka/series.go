@@ -20,7 +20,7 @@ type labelKey struct {
 // the last gauge sent by each metric (slot) on it.
 type labelSet struct {
 	labels []*dto.LabelPair
-	last   [3]*gauge
+	last   [4]*gauge
 	gen    uint64
 }
 

@@ -206,11 +206,30 @@ type Kafka struct {
 	// "ignore" (default, as kminion and Burrow: not at all) or
 	// "log_start" (from the log start, in records and seconds).
 	Uncommitted string `yaml:"uncommitted"`
+	// Isolation is how the groups' consumers read transactional records:
+	// "read_committed" (default) or "read_uncommitted". It decides which
+	// record the time lag ages: a read_uncommitted consumer reads aborted
+	// records and open transactions too. Isolations overrides it by group.
+	Isolation  string            `yaml:"isolation"`
+	Isolations map[string]string `yaml:"isolations"`
+	// ShareGroups selects share groups (KIP-932) by name or /regex/, as
+	// Groups selects consumer groups.
+	ShareGroups []string `yaml:"share_groups"`
 }
 
 // DeadlineFor returns the lag deadline of a consumer group.
 func (k *Kafka) DeadlineFor(group string) time.Duration {
 	return overrideOr(k.Deadlines, group, k.Deadline)
+}
+
+// ReadUncommitted reports whether the consumers of group read with
+// read_uncommitted isolation: its Isolations entry, else Isolation.
+func (k *Kafka) ReadUncommitted(group string) bool {
+	iso, ok := k.Isolations[group]
+	if !ok {
+		iso = k.Isolation
+	}
+	return iso == IsolationReadUncommitted
 }
 
 // ReconcileJob compares the authoritative table with the outbox and the

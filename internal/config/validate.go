@@ -296,6 +296,7 @@ func (v *validator) kafka(p string, k *Kafka) {
 		}
 	}
 	v.kafkaUncommitted(p, k)
+	v.kafkaIsolation(p, k)
 	if k.Deadline <= 0 {
 		v.fail(p+".deadline", "must be positive")
 	}

@@ -1,0 +1,295 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors"
+)
+
+// Share groups (KIP-932) have no committed offsets: each share-partition
+// has a start offset (SPSO) below which every record is acknowledged (or
+// archived), and the broker counts the records at or after it not yet
+// acknowledged as the partition's lag (DescribeShareGroupOffsets v1, the
+// LAG of kafka-share-groups --describe). The time lag is the age of the
+// first record at or after the SPSO the broker reports: every record
+// below it is done, so the oldest unacknowledged record is at or after it
+// and this age is never younger than the true one. It can be older: the
+// broker moves the SPSO it reports lazily (Kafka 4.4.0 still reported 0
+// after records 0-3 of 10 were accepted one by one), and records above it
+// may be acknowledged out of order; which are, the broker does not say.
+// It is the closest the broker's answers allow, an upper bound.
+var (
+	shareLagMessagesDesc = prometheus.NewDesc(
+		collectors.Namespace+"_share_group_lag_messages",
+		"Records of the topic the share group has not acknowledged, as kafka-share-groups --describe counts its LAG (the broker's share-partition lag), summed over partitions.",
+		[]string{"cluster", "group", "topic"}, nil)
+	shareLagSecondsDesc = prometheus.NewDesc(
+		collectors.Namespace+"_share_group_lag_seconds",
+		"Age of the first record at or after the share-partition start offset the broker reports, largest over the topic's partitions; 0 when the lag is 0. An upper bound of the age of the oldest record the share group has not acknowledged (the broker moves that offset lazily).",
+		[]string{"cluster", "group", "topic"}, nil)
+	shareMembersDesc = prometheus.NewDesc(
+		collectors.Namespace+"_share_group_members",
+		"Members of the share group; 0 when nobody consumes.",
+		[]string{"cluster", "group"}, nil)
+	shareInfoDesc = prometheus.NewDesc(
+		collectors.Namespace+"_share_group_info",
+		"Constant 1: the share group's state as the broker reports it.",
+		[]string{"cluster", "group", "state"}, nil)
+)
+
+// sharePart is one share-partition: its start offset and the broker's lag
+// (lagOK false when the broker did not give one), the offsets listed for
+// it and the record probed at the start offset.
+type sharePart struct {
+	part    int32
+	spso    int64
+	lag     int64
+	lagOK   bool
+	o       Offsets
+	oOK     bool
+	probe   *Probe
+	probeOK bool
+}
+
+// shareState is what one collection learned of one share group.
+type shareState struct {
+	name, state     string
+	members         int
+	membersOK       bool
+	readUncommitted bool
+	topics          map[string][]sharePart
+	gone            bool
+}
+
+// describeShares describes the selected share groups and their
+// share-partition offsets, both at once.
+func (c *Collector) describeShares(ctx context.Context, selected []Listed, partial *[]error) []*shareState {
+	if len(selected) == 0 {
+		return nil
+	}
+	names := make([]string, len(selected))
+	for i, g := range selected {
+		names[i] = g.Name
+	}
+	var (
+		wg             sync.WaitGroup
+		desc           kadm.DescribedShareGroups
+		offs           kadm.DescribedShareGroupsOffsets
+		descErr, offEr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); desc, descErr = c.adm.DescribeShareGroups(ctx, names...) }()
+	go func() { defer wg.Done(); offs, offEr = c.adm.DescribeShareGroupOffsets(ctx, names...) }()
+	wg.Wait()
+	if descErr != nil {
+		*partial = append(*partial, fmt.Errorf("describe share groups: %w", descErr))
+	}
+	if offEr != nil {
+		*partial = append(*partial, fmt.Errorf("share group offsets: %w", offEr))
+	}
+	out := make([]*shareState, 0, len(names))
+	for _, name := range names {
+		s := &shareState{name: name, readUncommitted: c.shareReadUncommitted(name)}
+		out = append(out, s)
+		if d, ok := desc[name]; ok {
+			switch {
+			case errors.Is(d.Err, kerr.GroupIDNotFound) || d.GroupState == "Dead":
+				s.gone = true
+			case d.Err != nil:
+				*partial = append(*partial, fmt.Errorf("describe share group %s: %w", name, d.Err))
+			default:
+				s.state, s.members, s.membersOK = d.GroupState, len(d.Members), true
+			}
+		}
+		if o, ok := offs[name]; ok {
+			s.topics = shareParts(name, o, c.topics, partial)
+		}
+	}
+	return out
+}
+
+// shareParts turns one group's share offsets into partitions by topic,
+// kept by filter, sorted by partition.
+func shareParts(group string, o kadm.DescribedShareGroupOffsets, filter func(string) bool, partial *[]error) map[string][]sharePart {
+	if errors.Is(o.Err, kerr.GroupIDNotFound) {
+		return nil
+	}
+	if o.Err != nil {
+		*partial = append(*partial, fmt.Errorf("share group offsets of %s: %w", group, o.Err))
+		return nil
+	}
+	out := map[string][]sharePart{}
+	for t, ps := range o.Offsets {
+		if filter != nil && !filter(t) {
+			continue
+		}
+		parts := make([]sharePart, 0, len(ps))
+		for p, so := range ps {
+			if so.Err != nil {
+				*partial = append(*partial, fmt.Errorf("share group offset of %s on %s/%d: %w", group, t, p, so.Err))
+				parts = append(parts, sharePart{part: p})
+				continue
+			}
+			if so.StartOffset < 0 {
+				// No share-partition state yet (the group has not
+				// fetched from it): Kafka's tool shows "-", and there
+				// is nothing to count.
+				continue
+			}
+			parts = append(parts, sharePart{part: p, spso: so.StartOffset, lag: so.Lag, lagOK: so.Lag >= 0})
+		}
+		sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
+		out[t] = parts
+	}
+	return out
+}
+
+// shareReadUncommitted is a share group's isolation: its isolations entry,
+// else kafka.NAME.isolation when set, else read_uncommitted, the default
+// of Kafka's share.isolation.level (unlike a consumer's).
+func (c *Collector) shareReadUncommitted(group string) bool {
+	if _, ok := c.cfg.Isolations[group]; ok || c.cfg.Isolation != "" {
+		return c.cfg.ReadUncommitted(group)
+	}
+	return true
+}
+
+// shareTopics is the sorted union of the share groups' topics.
+func shareTopics(ss []*shareState) []string {
+	set := map[string]bool{}
+	for _, s := range ss {
+		for t := range s.topics {
+			set[t] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mergeTopics returns the sorted union of two sorted topic lists.
+func mergeTopics(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, t := range append(append([]string(nil), a...), b...) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readShareProbes fills each share-partition's offsets from v and reads
+// the first record at its start offset where the group is behind.
+func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v view, partial *[]error) {
+	var (
+		wants []Want
+		at    []*sharePart
+	)
+	for _, s := range ss {
+		for t, parts := range s.topics {
+			for i := range parts {
+				sp := &parts[i]
+				end, ok := v.ends.Lookup(t, sp.part)
+				if !ok || end.Err != nil || !sp.lagOK {
+					continue
+				}
+				sp.o = Offsets{Commit: sp.spso, End: end.Offset}
+				if st, ok := v.starts.Lookup(t, sp.part); ok && st.Err == nil {
+					sp.o.Start, sp.o.StartKnown = st.Offset, true
+				}
+				sp.oOK = true
+				if from, behind := Oldest(sp.o); behind && sp.lag > 0 {
+					wants = append(wants, Want{Topic: t, Partition: sp.part, From: from, Uncommitted: s.readUncommitted})
+					at = append(at, sp)
+				}
+			}
+		}
+	}
+	if len(wants) == 0 {
+		return
+	}
+	probes, ok, err := c.prober.Read(ctx, v.meta, wants)
+	if err != nil {
+		*partial = append(*partial, fmt.Errorf("share groups: %w", err))
+	}
+	for i, sp := range at {
+		if ok[i] {
+			sp.probe, sp.probeOK = &probes[i], true
+		}
+	}
+}
+
+// emitShares sends the share groups' series.
+func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, now time.Time, partial *[]error) {
+	for _, s := range ss {
+		if s.gone {
+			continue
+		}
+		c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name).send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(s.name).Seconds())
+		if s.membersOK {
+			c.series.send(ch, partial, shareMembersDesc, float64(s.members), c.cluster, s.name)
+			c.series.send(ch, partial, shareInfoDesc, 1, c.cluster, s.name, s.state)
+		}
+		topics := make([]string, 0, len(s.topics))
+		for t := range s.topics {
+			topics = append(topics, t)
+		}
+		sort.Strings(topics)
+		for _, t := range topics {
+			sum := shareSum(s.topics[t], now)
+			ls := c.series.labels(partial, shareLagMessagesDesc, c.cluster, s.name, t)
+			if sum.MessagesOK {
+				ls.send(ch, 0, shareLagMessagesDesc, float64(sum.Messages))
+			}
+			if sum.SecondsOK {
+				ls.send(ch, 1, shareLagSecondsDesc, sum.Seconds)
+			}
+			if sum.Partial {
+				*partial = append(*partial, fmt.Errorf("lag of share group %s on %s is a lower bound: %d of %d partitions unknown", s.name, t, sum.Unknown, len(s.topics[t])))
+			}
+		}
+	}
+}
+
+// shareSum decides each share-partition and folds them: messages from the
+// broker's lag, seconds from the record at the start offset.
+func shareSum(parts []sharePart, now time.Time) Topic {
+	ds := make([]Partition, len(parts))
+	for i, sp := range parts {
+		d := Partition{Messages: sp.lag, MessagesOK: sp.lagOK}
+		switch {
+		case !sp.oOK:
+		case sp.lag == 0:
+			d.SecondsOK = true
+		case !behind(sp.o):
+			// Lag counted but nothing left below the high watermark
+			// (the offsets moved between the two answers): caught up.
+			d.SecondsOK = true
+		case sp.probeOK:
+			dec := Decide(sp.o, sp.probe, now)
+			d.Seconds, d.SecondsOK = dec.Seconds, dec.SecondsOK
+		}
+		ds[i] = d
+	}
+	return Sum(ds)
+}
+
+func behind(o Offsets) bool { _, b := Oldest(o); return b }
