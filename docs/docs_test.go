@@ -95,23 +95,24 @@ var (
 )
 
 // documentedKeys reads configuration.md: a level-2 heading `SECTION`
-// opens a section (any other level-2 heading closes it), and each table
-// row in it whose first cell is a backticked key documents SECTION.key.
+// opens a section, and "Top-level keys" the file's root (any other
+// level-2 heading closes it), and each table row in it whose first cell
+// is a backticked key documents SECTION.key.
 func documentedKeys(t *testing.T, path string) map[string]int {
 	t.Helper()
 	keys := map[string]int{}
-	section := ""
+	section, open := "", false
 	eachLine(t, path, func(n int, line string) {
 		if m := headingRe.FindStringSubmatch(line); m != nil {
 			if len(m[1]) == 2 {
-				section = ""
+				section, open = "", m[2] == "Top-level keys"
 				if s := sectionRe.FindStringSubmatch(m[2]); s != nil {
-					section = s[1]
+					section, open = s[1], true
 				}
 			}
 			return
 		}
-		if m := rowRe.FindStringSubmatch(line); m != nil && section != "" {
+		if m := rowRe.FindStringSubmatch(line); m != nil && open {
 			keys[join(section, m[1])] = n
 		}
 	})

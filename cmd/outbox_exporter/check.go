@@ -47,6 +47,9 @@ func (c *cli) check(ctx context.Context, stdout, stderr io.Writer, logger *slog.
 		}
 		fmt.Fprintf(stdout, "database %s (%s): OK\n", name, config.RedactDSN(cfg.Databases[name].DSN.Reveal()))
 	}
+	for _, line := range pg.CheckSessions(ctx, cfg, pools) {
+		fmt.Fprintln(stdout, line)
+	}
 	ok = checkEach(stdout, "outbox", cfg.Outboxes, func(name string, o *config.Outbox) (string, bool, error) {
 		if err := pg.PreparePredicates(ctx, pools[o.Database], o.Table,
 			pg.Predicate{Key: "outboxes." + name + ".filter", SQL: o.Filter},

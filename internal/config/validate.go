@@ -16,26 +16,28 @@ import (
 
 // Defaults applied to keys left out of the file.
 const (
-	DefaultMaxConnections   = 2
-	DefaultStatementTimeout = 5 * time.Second
-	DefaultLockTimeout      = 1 * time.Second
-	DefaultMaxLabelValues   = 100
-	DefaultMaxCount         = 10000
-	DefaultSLOObjective     = 0.999
-	DefaultKafkaDeadline    = 10 * time.Minute
-	DefaultReconcileWindow  = 24 * time.Hour
-	DefaultReconcileGrace   = 2 * time.Minute
-	DefaultMaxFindings      = 10000
-	DefaultChunkTime        = 200 * time.Millisecond
-	DefaultReconcileTimeout = time.Hour
-	DefaultAuditSample      = 1.0
-	DefaultAuditGrace       = time.Minute
-	DefaultAuditWindow      = time.Hour
-	DefaultAuditInterval    = 30 * time.Second
-	MaxLabels               = 3
+	DefaultMaxConnections    = 2
+	DefaultSessionsPerServer = 4
+	DefaultStatementTimeout  = 5 * time.Second
+	DefaultLockTimeout       = 1 * time.Second
+	DefaultMaxLabelValues    = 100
+	DefaultMaxCount          = 10000
+	DefaultSLOObjective      = 0.999
+	DefaultKafkaDeadline     = 10 * time.Minute
+	DefaultReconcileWindow   = 24 * time.Hour
+	DefaultReconcileGrace    = 2 * time.Minute
+	DefaultMaxFindings       = 10000
+	DefaultChunkTime         = 200 * time.Millisecond
+	DefaultReconcileTimeout  = time.Hour
+	DefaultAuditSample       = 1.0
+	DefaultAuditGrace        = time.Minute
+	DefaultAuditWindow       = time.Hour
+	DefaultAuditInterval     = 30 * time.Second
+	MaxLabels                = 3
 )
 
 func (c *Config) setDefaults() {
+	orDefault(&c.SessionsPerServer, DefaultSessionsPerServer)
 	for _, db := range c.Databases {
 		orDefault(&db.MaxConnections, DefaultMaxConnections)
 		orDefault(&db.StatementTimeout, DefaultStatementTimeout)
@@ -146,6 +148,11 @@ var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 func (c *Config) validate() Errors {
 	v := &validator{c: c}
+	if c.SessionsPerServer < 2 {
+		// A reconcile run with both sides on one server holds a session
+		// of each at once.
+		v.fail("sessions_per_server", "must be at least 2 (a reconcile run may hold two sessions on one server at once)")
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Databases)) {
 		db, p := c.Databases[name], "databases."+name
 		if !nameRe.MatchString(name) {
