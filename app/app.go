@@ -25,8 +25,8 @@ import (
 
 // App is the running form of one configuration.
 type App struct {
-	Config   *config.Config
-	Pools    map[string]*pgxpool.Pool
+	Config *config.Config
+	Pools  map[string]*pgxpool.Pool
 	// Sessions bound the sessions of all pools on one server
 	// (sessions_per_server); one for the process, handed from App to App
 	// by reloads.
