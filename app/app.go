@@ -81,6 +81,7 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 		b.a.Sessions = prev.Sessions
 		b.a.Sessions.SetLimit(cfg.SessionsPerServer)
 	}
+	b.a.Sessions.Plan(cfg.Databases)
 	for _, step := range []func(context.Context) error{b.pools, b.cdcs, b.outboxes, b.clusters, b.audits, b.reconcile} {
 		if err := step(ctx); err != nil {
 			b.a.closeNew(b.kept)
@@ -259,6 +260,7 @@ func (a *App) closeNew(kept []string) {
 func OpenPools(ctx context.Context, cfg *config.Config) (map[string]*pgxpool.Pool, error) {
 	pools := map[string]*pgxpool.Pool{}
 	budgets := pg.NewBudgets(cfg.SessionsPerServer)
+	budgets.Plan(cfg.Databases)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
 		pool, _, err := pg.OpenShared(ctx, cfg.Databases[name], budgets)
 		if err != nil {

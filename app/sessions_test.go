@@ -42,11 +42,11 @@ const (
 	appHeld             = 5
 )
 
-func startFleet(t *testing.T, dbs, tables int, seed int64) *fleet {
+func startFleet(t testing.TB, dbs, tables int, seed int64, maxConnections int) *fleet {
 	t.Helper()
-	c := pgclustertest.Start(t, "a server with max_connections 14", func(ctx context.Context) (*pgcluster.Cluster, error) {
+	c := pgclustertest.Start(t, fmt.Sprintf("a server with max_connections %d", maxConnections), func(ctx context.Context) (*pgcluster.Cluster, error) {
 		return pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{
-			"max_connections": fmt.Sprint(fleetMaxConnections), "superuser_reserved_connections": fmt.Sprint(fleetReserved),
+			"max_connections": fmt.Sprint(maxConnections), "superuser_reserved_connections": fmt.Sprint(fleetReserved),
 			// Fifty databases cost less to create and to shut down
 			// without WAL for their copies.
 			"wal_level": "minimal", "max_wal_senders": "0"}})
@@ -133,7 +133,7 @@ func (c *waitExit) Close() error {
 // config is the exporter's configuration of every outbox of the fleet.
 // statement_timeout is long so that a session waiting for room never
 // fails for the machine's speed.
-func (f *fleet) config(t *testing.T, sessions int) *config.Config {
+func (f *fleet) config(t testing.TB, sessions int) *config.Config {
 	t.Helper()
 	var y strings.Builder
 	y.WriteString("databases:\n")
@@ -228,7 +228,7 @@ func TestFleetWithinSessionBudget(t *testing.T) {
 	var stopping time.Time
 	t.Cleanup(func() { t.Logf("cluster stopped in %v", time.Since(stopping)) })
 	start := time.Now()
-	f := startFleet(t, 50, 10, 29)
+	f := startFleet(t, 50, 10, 29, fleetMaxConnections)
 	t.Cleanup(func() { stopping = time.Now() })
 	t.Logf("fleet set up in %v", time.Since(start))
 	a, err := Build(context.Background(), f.config(t, 0), testutil.Quiet())
@@ -272,7 +272,7 @@ func TestFleetWithinSessionBudget(t *testing.T) {
 
 // indexScrape reads each outbox's collector success and pending count
 // from one scrape, writing each series once.
-func indexScrape(t *testing.T, s scraped) (success, pending map[string]float64) {
+func indexScrape(t testing.TB, s scraped) (success, pending map[string]float64) {
 	t.Helper()
 	success, pending = map[string]float64{}, map[string]float64{}
 	for _, m := range s {

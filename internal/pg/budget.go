@@ -33,6 +33,8 @@ type Budgets struct {
 	mu      sync.Mutex
 	limit   int
 	servers map[string]*server
+	// databases counts the configured databases on each server (Plan).
+	databases map[string]int
 }
 
 // server is the budget of one host:port.
@@ -54,7 +56,36 @@ const idleRetry = 20 * time.Millisecond
 // NewBudgets returns budgets of limit sessions per server; 0 (a
 // configuration built without Parse) means the default.
 func NewBudgets(limit int) *Budgets {
-	return &Budgets{limit: orDefaultLimit(limit), servers: map[string]*server{}}
+	return &Budgets{limit: orDefaultLimit(limit), servers: map[string]*server{}, databases: map[string]int{}}
+}
+
+// Plan counts the databases of each server, before their pools open: a
+// pool then holds at most its share of the server's budget (and at least
+// one session), so that a database does not open a second session while
+// others wait for their first. A database whose DSN does not parse is
+// left out (OpenShared refuses it).
+func (b *Budgets) Plan(dbs map[string]*config.Database) {
+	counts := map[string]int{}
+	for _, db := range dbs {
+		if key, err := ServerOf(db); err == nil {
+			counts[key]++
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.databases = counts
+}
+
+// poolSize is the sessions a pool of db on server key may hold: its
+// max_connections, at most its share of the budget, at least one.
+func (b *Budgets) poolSize(key string, maxConns int) int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	share := b.limit
+	if n := b.databases[key]; n > 1 {
+		share = max(1, b.limit/n)
+	}
+	return int32(min(maxConns, share))
 }
 
 func orDefaultLimit(limit int) int {
@@ -239,7 +270,9 @@ func (c *budgetedConn) Close() error {
 // server: a dial takes room first, the socket's close gives it back, and a
 // session returned to the pool while the server is crowded is closed.
 func (b *Budgets) share(pc *pgxpool.Config) (*server, func(*pgxpool.Pool)) {
-	s := b.server(net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port))))
+	key := net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
+	s := b.server(key)
+	pc.MaxConns = b.poolSize(key, int(pc.MaxConns))
 	dial := pc.ConnConfig.DialFunc
 	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		release, err := s.acquire(ctx)
