@@ -57,13 +57,6 @@ var FaultKinds = []FaultKind{
 	FaultOrderOvertaken, FaultMarkedByHand,
 }
 
-// relayFault reports whether a relay, not the fault injector, carries out
-// the fault.
-func (k FaultKind) relayFault() bool {
-	return k == FaultRelayCrash || k == FaultAckLost || k == FaultMarkBeforeSend ||
-		k == FaultOrderOvertaken || k == FaultMarkedByHand
-}
-
 // FaultRecord is one injected fault: what, when, and which ids carry its
 // trace.
 type FaultRecord struct {

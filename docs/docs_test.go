@@ -114,22 +114,45 @@ func documentedKeys(t *testing.T, path string) map[string]int {
 		}
 		if m := rowRe.FindStringSubmatch(line); m != nil && open {
 			keys[join(section, m[1])] = n
+
+			// A key row has three cells: key, default, meaning.
+			cells := strings.Split(strings.ReplaceAll(line, `\|`, ""), "|")
+			if len(cells) != 5 || strings.TrimSpace(cells[3]) == "" {
+				t.Errorf("%s:%d: a key row has three cells: key, default, meaning", path, n)
+			}
 		}
 	})
 	return keys
 }
 
+// metricRow is one row of metrics.md: its line and its labels cell.
+type metricRow struct {
+	line   int
+	labels string
+}
+
 // documentedMetrics reads metrics.md: each table row whose first cell is
-// a backticked outbox_* name documents that metric.
-func documentedMetrics(t *testing.T, path string) map[string]int {
+// a backticked outbox_* name documents that metric, with five cells:
+// name, type, labels, meaning, what it cannot see.
+func documentedMetrics(t *testing.T, path string) map[string]metricRow {
 	t.Helper()
-	names := map[string]int{}
+	rows := map[string]metricRow{}
 	eachLine(t, path, func(n int, line string) {
-		if m := rowRe.FindStringSubmatch(line); m != nil && strings.HasPrefix(m[1], "outbox_") {
-			names[m[1]] = n
+		m := rowRe.FindStringSubmatch(line)
+		if m == nil || !strings.HasPrefix(m[1], "outbox_") {
+			return
 		}
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, ""), "|")
+		if len(cells) != 7 || strings.TrimSpace(cells[4]) == "" {
+			t.Errorf("%s:%d: a metric row has five cells: metric, type, labels, meaning, what it cannot see", path, n)
+			return
+		}
+		if typ := strings.TrimSpace(cells[2]); !slices.Contains([]string{"gauge", "counter", "histogram", "summary"}, typ) {
+			t.Errorf("%s:%d: %s has the type %q, not gauge, counter, histogram or summary", path, n, m[1], typ)
+		}
+		rows[m[1]] = metricRow{line: n, labels: cells[3]}
 	})
-	return names
+	return rows
 }
 
 func eachLine(t *testing.T, path string, f func(n int, line string)) {
@@ -171,10 +194,17 @@ func TestEveryConfigKeyDocumented(t *testing.T) {
 	}
 }
 
+var (
+	descNameRe   = regexp.MustCompile(`^Desc\{fqName: "([^"]+)"`)
+	descLabelsRe = regexp.MustCompile(`constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}\}$`)
+	labelNameRe  = regexp.MustCompile(`[a-z_]+`)
+)
+
 // exportedMetrics builds a server on a config enabling every feature and
-// collects the names its descriptors give: the collectors' own list of
-// what they may export.
-func exportedMetrics(t *testing.T) map[string]bool {
+// collects what its descriptors give, name and label names: the
+// collectors' own list of what they may export. configured are the label
+// names the config's label columns add (written <labels> in the docs).
+func exportedMetrics(t *testing.T) (metrics map[string][]string, configured map[string]bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := web.New(ctx, web.Options{ConfigFile: "testdata/everything.yml",
@@ -184,40 +214,85 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		t.Fatalf("build the exporter on testdata/everything.yml: %v", err)
 	}
 	t.Cleanup(func() { cancel(); s.Close() })
-	ch := make(chan *prometheus.Desc)
-	go func() { s.Describe(ch); close(ch) }()
-	nameRe := regexp.MustCompile(`fqName: "([^"]+)"`)
-	names := map[string]bool{}
-	for d := range ch {
-		m := nameRe.FindStringSubmatch(d.String())
-		if m == nil {
-			t.Fatalf("descriptor without a name: %s", d)
-		}
-		if strings.HasPrefix(m[1], "outbox_") {
-			names[m[1]] = true
+	configured = map[string]bool{}
+	for _, o := range s.App().Config.Outboxes {
+		for _, l := range o.Labels {
+			configured[l.Name] = true
 		}
 	}
-	return names
+	ch := make(chan *prometheus.Desc)
+	go func() { s.Describe(ch); close(ch) }()
+	metrics = map[string][]string{}
+	for d := range ch {
+		m, l := descNameRe.FindStringSubmatch(d.String()), descLabelsRe.FindStringSubmatch(d.String())
+		if m == nil || l == nil {
+			t.Fatalf("cannot read the name and labels of %s", d)
+		}
+		if !strings.HasPrefix(m[1], "outbox_") {
+			continue
+		}
+		var labels []string
+		for _, kv := range strings.Split(l[1], ",") {
+			if name, _, ok := strings.Cut(kv, "="); ok {
+				labels = append(labels, name)
+			}
+		}
+		for _, name := range strings.Split(l[2], ",") {
+			if name != "" {
+				labels = append(labels, name)
+			}
+		}
+		metrics[m[1]] = labels
+	}
+	return metrics, configured
 }
 
 // TestEveryMetricDocumented wants a row in metrics.md for every metric a
 // collector can export, and no row for one none exports.
 func TestEveryMetricDocumented(t *testing.T) {
-	exported := exportedMetrics(t)
-	if len(exported) < 40 {
-		t.Fatalf("the collectors described only %d metrics; does testdata/everything.yml still enable every feature? %v", len(exported), exported)
+	exported, configured := exportedMetrics(t)
+	if len(exported) < 40 || len(configured) == 0 {
+		t.Fatalf("the collectors described only %d metrics (label columns %v); does testdata/everything.yml still enable every feature?", len(exported), configured)
 	}
 	doc := documentedMetrics(t, "metrics.md")
 	t.Logf("%d metrics described, %d rows documented", len(exported), len(doc))
 	for _, name := range slices.Sorted(maps.Keys(exported)) {
-		if _, ok := doc[name]; !ok {
+		row, ok := doc[name]
+		if !ok {
 			t.Errorf("metric %s can be exported but has no row in docs/metrics.md", name)
+			continue
+		}
+		checkLabels(t, name, row, exported[name], configured)
+	}
+	for name, row := range doc {
+		if _, ok := exported[name]; !ok {
+			t.Errorf("docs/metrics.md:%d documents %s, which no collector built from testdata/everything.yml describes (enable its feature there, or remove the row)", row.line, name)
 		}
 	}
-	for name, line := range doc {
-		if !exported[name] {
-			t.Errorf("docs/metrics.md:%d documents %s, which no collector built from testdata/everything.yml describes (enable its feature there, or remove the row)", line, name)
+}
+
+// checkLabels wants the labels cell of a metric's row to name exactly the
+// labels its descriptor has, the configured label columns written as
+// <labels>.
+func checkLabels(t *testing.T, name string, row metricRow, labels []string, configured map[string]bool) {
+	t.Helper()
+	cell := row.labels
+	withColumns := strings.Contains(cell, "`<labels>`")
+	documented := map[string]bool{}
+	for _, l := range labelNameRe.FindAllString(strings.ReplaceAll(cell, "`<labels>`", ""), -1) {
+		documented[l] = true
+	}
+	for _, l := range labels {
+		switch {
+		case documented[l]:
+			delete(documented, l)
+		case configured[l] && withColumns:
+		default:
+			t.Errorf("docs/metrics.md:%d: %s has the label %s, missing from its labels cell %q", row.line, name, l, strings.TrimSpace(cell))
 		}
+	}
+	for l := range documented {
+		t.Errorf("docs/metrics.md:%d: %s has no label %s, but its labels cell names it", row.line, name, l)
 	}
 }
 

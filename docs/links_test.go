@@ -102,3 +102,17 @@ func anchors(path string) (map[string]bool, error) {
 	}
 	return out, nil
 }
+
+// TestReadmeShort keeps the README a five-minute read: the reference
+// belongs in docs/.
+func TestReadmeShort(t *testing.T) {
+	const most = 250
+	n := 0
+	eachLine(t, "../README.md", func(int, string) { n++ })
+	if n > most {
+		t.Errorf("README.md has %d lines, more than %d: move the detail into docs/ and link it", n, most)
+	}
+	if n < 20 {
+		t.Errorf("README.md has only %d lines", n)
+	}
+}

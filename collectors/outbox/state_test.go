@@ -242,16 +242,6 @@ func TestHistogram(t *testing.T) {
 	}
 }
 
-func TestIndexName(t *testing.T) {
-	if got := IndexName("messages", "unpublished"); got != "outbox_exporter_messages_unpublished" {
-		t.Errorf("IndexName = %q", got)
-	}
-	long := IndexName(strings.Repeat("x", 60), "unpublished")
-	if len(long) > 63 || !strings.HasSuffix(long, "_unpublished") || long != IndexName(strings.Repeat("x", 60), "unpublished") {
-		t.Errorf("long IndexName = %q (%d)", long, len(long))
-	}
-}
-
 func TestBloated(t *testing.T) {
 	cases := []struct {
 		size   int64
