@@ -52,7 +52,7 @@ type watched struct {
 	// The metrics whose values can only be these are built once: a
 	// collection builds only the ones that carry a measurement.
 	deadlineMetric prometheus.Metric
-	missing        [2]prometheus.Metric // 0 and 1
+	missing        [2]prometheus.Metric   // 0 and 1
 	status         [][2]prometheus.Metric // by WALStatuses index, then 0 or 1
 }
 
