@@ -308,7 +308,7 @@ func (a *App) Stuck(ctx context.Context, name string, limit int) ([]outbox.Stuck
 			return nil, fmt.Errorf("stuck rows of outbox %q, published by a replication slot whose confirmed time is unknown: %w", name, err)
 		}
 		return outbox.StuckBehind(ctx, a.Pools[o.Database], name, o, limit, outbox.DefaultBehindLookback,
-			outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound})
+			outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound, Slot: e.Slot})
 	}
 	return outbox.Stuck(ctx, a.Pools[o.Database], name, o, limit)
 }
