@@ -22,7 +22,7 @@ var (
 		"WAL bytes between the server's current position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
 		[]string{"cdc"}, nil)
 	lagSecondsDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_seconds",
-		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, exact to one collection interval; 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
+		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, never less than the truth and at most one collection interval more (after a start, the interval since the last checkpoint); 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
 		[]string{"cdc"}, nil)
 	lowerBoundDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_lower_bound",
 		"1 when the slot's confirmed position is older than the exporter's WAL history (just after a start, or a slot very far behind): outbox_cdc_slot_lag_seconds is then only a lower bound.",
