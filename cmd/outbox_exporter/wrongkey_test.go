@@ -30,12 +30,24 @@ func TestWrongKeySecretNotEchoed(t *testing.T) {
 	stop := serveInBackground([]string{"--config.file=" + cfgFile, "--web.listen-address=" + addr, "--web.enable-lifecycle"}, &logs)
 	defer stop()
 
+	// The good config is loaded before the bad one is written.
+	client := &http.Client{Timeout: 10 * time.Second}
+	ready := "no answer"
+	waitUntil(t, 15*time.Second, "the exporter is ready", func() bool {
+		resp, err := client.Get("http://" + addr + "/-/ready")
+		if err != nil {
+			ready = err.Error()
+			return false
+		}
+		resp.Body.Close()
+		ready = resp.Status
+		return resp.StatusCode == http.StatusOK
+	}, &ready)
 	bad := strings.Replace(good, "    dsn:", "    max_connections: "+wrongKeyPassword+"\n    dsn:", 1)
 	if err := os.WriteFile(cfgFile, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	answer := "no answer"
-	client := &http.Client{Timeout: 10 * time.Second}
 	waitUntil(t, 15*time.Second, "the reload is refused", func() bool {
 		resp, err := client.Post("http://"+addr+"/-/reload", "", nil)
 		if err != nil {
@@ -46,11 +58,11 @@ func TestWrongKeySecretNotEchoed(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		answer = string(b)
 		return resp.StatusCode == http.StatusInternalServerError
-	})
+	}, &answer)
 	t.Logf("reload answered: %s", answer)
 	waitUntil(t, 15*time.Second, "the failed reload is logged", func() bool {
 		return strings.Contains(logs.String(), "databases.main.max_connections")
-	})
+	}, nil)
 	var out, errOut syncBuffer
 	code := run(context.Background(), []string{"check", "--config.file=" + cfgFile}, &out, &errOut)
 	if code == 0 {
@@ -67,11 +79,14 @@ func TestWrongKeySecretNotEchoed(t *testing.T) {
 }
 
 // waitUntil polls ok until it holds, failing the test when within passes
-// first.
-func waitUntil(t *testing.T, within time.Duration, what string, ok func() bool) {
+// first, when last is set, saying what was seen last.
+func waitUntil(t *testing.T, within time.Duration, what string, ok func() bool, last *string) {
 	t.Helper()
 	for deadline := time.Now().Add(within); !ok(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
+			if last != nil {
+				t.Fatalf("%s: not within %v; last seen: %s", what, within, *last)
+			}
 			t.Fatalf("%s: not within %v", what, within)
 		}
 	}
