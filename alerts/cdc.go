@@ -3,8 +3,8 @@ package alerts
 import "fmt"
 
 // cdcAlerts fire when an outbox published by change data capture falls
-// behind: its slot's lag past the deadline, no connector on the slot, or
-// the slot's WAL in danger or gone.
+// behind: its slot's lag past the deadline, no connector on the slot, the
+// slot gone, or the slot's WAL in danger or gone.
 func (b *builder) cdcAlerts() []Rule {
 	if len(b.cfg.CDC) == 0 {
 		return nil
@@ -20,6 +20,11 @@ func (b *builder) cdcAlerts() []Rule {
 			fmt.Sprintf("max by (%s) (outbox_cdc_slot_active%s) == 0", by, b.selector()),
 			"5m", "No connector streams from a change data capture slot.",
 			"Nothing has held the replication slot of cdc {{ $labels.cdc }} for 5 minutes: the connector is down or disconnected, outbox events are not published, and the slot keeps WAL on the database's disk.",
+			nil),
+		b.alert("OutboxCDCSlotMissing", SeverityCritical,
+			fmt.Sprintf("max by (%s) (outbox_cdc_slot_missing%s) == 1", by, b.selector()),
+			"1m", "A change data capture slot is gone.",
+			"The replication slot of cdc {{ $labels.cdc }} does not exist on its database (or is not a logical slot): nothing confirms the outbox's events, a connector that comes back creates a new slot from the current position, and the events written meanwhile are not streamed.",
 			nil),
 		b.walStatusAlert("OutboxCDCSlotWALUnreserved", SeverityWarning, "unreserved", "A change data capture slot is about to lose its WAL.",
 			"it is past max_slot_wal_keep_size, so the next checkpoint may remove WAL it still needs, and then the connector can never resume."),

@@ -27,8 +27,12 @@ import (
 
 // App is the running form of one configuration.
 type App struct {
-	Config   *config.Config
-	Pools    map[string]*pgxpool.Pool
+	Config *config.Config
+	Pools  map[string]*pgxpool.Pool
+	// Sessions bound the sessions of all pools on one server
+	// (sessions_per_server); one for the process, handed from App to App
+	// by reloads.
+	Sessions *pg.Budgets
 	Exporter *collectors.Exporter
 	Audits   map[string]*audit.Auditor
 	// Reconcile runs the reconcile jobs; it has no jobs when none are
@@ -74,9 +78,13 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 	b := &builder{prev: prev, pcfg: &config.Config{}, a: &App{Config: cfg, Pools: map[string]*pgxpool.Pool{},
 		Audits: map[string]*audit.Auditor{}, logger: logger, outbox: map[string]*outbox.Collector{},
 		kafka: map[string]*kafka.Collector{}, cdc: map[string]*cdc.Collector{}, running: map[string]bool{}, owned: map[string]func(){}}}
+	b.a.Sessions = pg.NewBudgets(cfg.SessionsPerServer)
 	if prev != nil {
 		b.pcfg = prev.Config
+		b.a.Sessions = prev.Sessions
+		b.a.Sessions.SetLimit(cfg.SessionsPerServer)
 	}
+	b.a.Sessions.Plan(cfg.Databases)
 	for _, step := range []func(context.Context) error{b.pools, b.cdcs, b.outboxes, b.clusters, b.audits, b.reconcile} {
 		if err := step(ctx); err != nil {
 			b.a.closeNew(b.kept)
@@ -125,12 +133,12 @@ func (b *builder) pools(ctx context.Context) error {
 	cfg := b.a.Config
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
 		if !b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
-			pool, err := pg.Open(ctx, cfg.Databases[name])
+			pool, closePool, err := pg.OpenShared(ctx, cfg.Databases[name], b.a.Sessions)
 			if err != nil {
 				return fmt.Errorf("database %q: %w", name, err)
 			}
 			b.a.Pools[name] = pool
-			b.a.own("db/"+name, pool.Close)
+			b.a.own("db/"+name, closePool)
 		} else {
 			b.a.Pools[name] = b.prev.Pools[name]
 		}
@@ -259,12 +267,15 @@ func (a *App) closeNew(kept []string) {
 	a.Close()
 }
 
-// OpenPools opens a read-only pool for every configured database. It does
-// not connect. On error the pools already opened are closed.
+// OpenPools opens a read-only pool for every configured database, the
+// pools of one server sharing sessions_per_server sessions. It does not
+// connect. On error the pools already opened are closed.
 func OpenPools(ctx context.Context, cfg *config.Config) (map[string]*pgxpool.Pool, error) {
 	pools := map[string]*pgxpool.Pool{}
+	budgets := pg.NewBudgets(cfg.SessionsPerServer)
+	budgets.Plan(cfg.Databases)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
-		pool, err := pg.Open(ctx, cfg.Databases[name])
+		pool, _, err := pg.OpenShared(ctx, cfg.Databases[name], budgets)
 		if err != nil {
 			ClosePools(pools)
 			return nil, fmt.Errorf("database %q: %w", name, err)
@@ -310,7 +321,7 @@ func (a *App) Stuck(ctx context.Context, name string, limit int) ([]outbox.Stuck
 			return nil, fmt.Errorf("stuck rows of outbox %q, published by a replication slot whose confirmed time is unknown: %w", name, err)
 		}
 		return outbox.StuckBehind(ctx, a.Pools[o.Database], name, o, limit, outbox.DefaultBehindLookback,
-			outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound})
+			outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound, Slot: e.Slot})
 	}
 	return outbox.Stuck(ctx, a.Pools[o.Database], name, o, limit)
 }

@@ -52,6 +52,6 @@ func (b *builder) publishedBySlot(name string, c *outbox.Collector) {
 		if err != nil {
 			return outbox.Confirmed{}, err
 		}
-		return outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound}, nil
+		return outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound, Slot: e.Slot}, nil
 	}, outbox.DefaultBehindLookback)
 }

@@ -226,6 +226,11 @@ func (r *runner) lookupTarget(ctx context.Context, cands []candidate) (map[key]t
 // record counts a confirmed gap and keeps its finding while under the cap.
 func (r *runner) record(k key, kind Kind, o Observation) {
 	r.res.Gaps[kind]++
+	r.keep(k, kind, o, false)
+}
+
+// keep lists a gap among the findings, up to max_findings of each kind.
+func (r *runner) keep(k key, kind Kind, o Observation, unconfirmed bool) {
 	if r.res.kept[kind] >= r.max {
 		r.res.Truncated = true
 		return
@@ -235,7 +240,7 @@ func (r *runner) record(k key, kind Kind, o Observation) {
 	if !o.InAuthority {
 		kt = r.tt
 	}
-	f := Finding{Key: k.render(kt), Kind: kind, OutboxState: o.Outbox.String()}
+	f := Finding{Key: k.render(kt), Kind: kind, OutboxState: o.Outbox.String(), Unconfirmed: unconfirmed}
 	if o.InAuthority {
 		f.AuthorityVersion, f.AuthorityVersionNull = reported(o.Version, o.VersionNull)
 	}

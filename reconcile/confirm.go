@@ -19,6 +19,24 @@ import (
 // them again by point look-up. Every other finding is dated (created_at,
 // updated_at, published_at) and judged at once.
 
+// HoldNotice says that a one-off run holds findings no column dates: how
+// many, and when the last of them will have been read again (by the run's
+// clock).
+type HoldNotice struct {
+	Job      string
+	Findings int
+	Grace    time.Duration
+	Until    time.Time
+}
+
+// inRunRules are the choices of a one-off run (ConfirmInRun) about the
+// findings it would hold: report them at once, unconfirmed, or hold them
+// and say so through onHold.
+type inRunRules struct {
+	atOnce bool
+	onHold func(HoldNotice)
+}
+
 // heldID names a held finding.
 type heldID struct {
 	k    key
@@ -45,6 +63,11 @@ func (r *runner) now() time.Time {
 // or records it if an earlier run saw it grace or more ago.
 func (r *runner) hold(k key, kind Kind, o Observation) {
 	now := r.now()
+	if r.confirmInRun && r.inRun.atOnce {
+		r.res.ReportedUnconfirmed++
+		r.keep(k, kind, o, true)
+		return
+	}
 	if r.confirmInRun {
 		if len(r.pending) >= maxPending {
 			r.res.Unconfirmed++
@@ -127,6 +150,10 @@ func (r *runner) confirmPending(ctx context.Context) error {
 	if len(pend) > 0 && r.logger != nil {
 		r.logger.Info("reconcile run holds findings no column dates until grace has passed since they were seen",
 			"reconcile", r.p.name, "findings", len(pend), "grace", r.p.job.Grace)
+	}
+	if len(pend) > 0 && r.inRun.onHold != nil {
+		r.inRun.onHold(HoldNotice{Job: r.p.name, Findings: len(pend), Grace: r.p.job.Grace,
+			Until: pend[len(pend)-1].seen.Add(r.p.job.Grace)})
 	}
 	for len(pend) > 0 {
 		if err := r.wait(ctx, pend[0].seen.Add(r.p.job.Grace).Sub(r.now())); err != nil {

@@ -27,6 +27,10 @@ type Finding struct {
 	// version: absent, unpublished, published or dead; empty without an
 	// outbox or an authority row.
 	OutboxState string `json:"outbox_state,omitempty"`
+	// Unconfirmed is true for a finding no column dates that was reported
+	// at once (ReportUnconfirmed) rather than read again after grace: the
+	// pipeline may still be at work on it.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 
 // Result is one run of one job.
@@ -67,6 +71,10 @@ type Result struct {
 	// Unconfirmed counts such gaps beyond the 100,000 a job holds: not
 	// held, not in Gaps.
 	Unconfirmed int64 `json:"unconfirmed,omitempty"`
+	// ReportedUnconfirmed counts the findings no column dates that a run
+	// reported at once, marked unconfirmed (ReportUnconfirmed). They are
+	// not in Gaps, but they make the reconcile command exit 1.
+	ReportedUnconfirmed int64 `json:"reported_unconfirmed,omitempty"`
 	// Error says why the run failed; empty when it completed.
 	Error string `json:"error,omitempty"`
 
@@ -101,7 +109,8 @@ const (
 )
 
 // ExitCode is the exit status for the results of one or more runs: 2 if
-// any failed (or err is set), else 1 if any found a gap, else 0.
+// any failed (or err is set), else 1 if any found a gap (confirmed or
+// reported unconfirmed), else 0.
 func ExitCode(err error, results ...*Result) int {
 	code := ExitClean
 	if err != nil {
@@ -111,7 +120,7 @@ func ExitCode(err error, results ...*Result) int {
 		switch {
 		case r == nil || r.Failed():
 			return ExitError
-		case r.TotalGaps() > 0:
+		case r.TotalGaps() > 0 || r.ReportedUnconfirmed > 0:
 			code = ExitGaps
 		}
 	}
@@ -146,12 +155,15 @@ func Print(w io.Writer, r *Result, format string) error {
 	if len(r.Findings) > 0 {
 		fmt.Fprintf(tw, "\nKIND\tKEY\tAUTHORITY VERSION\tTARGET VERSION\tOUTBOX\n")
 		for _, f := range r.Findings {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Kind, f.Key, optVersion(f.AuthorityVersion, f.AuthorityVersionNull),
-				optVersion(f.TargetVersion, f.TargetVersionNull)+rowsNote(f.TargetRows), orDash(f.OutboxState))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\n", f.Kind, f.Key, optVersion(f.AuthorityVersion, f.AuthorityVersionNull),
+				optVersion(f.TargetVersion, f.TargetVersionNull)+rowsNote(f.TargetRows), orDash(f.OutboxState), unconfirmedNote(f))
 		}
 	}
 	if r.Held > 0 {
 		fmt.Fprintf(tw, "(%d findings no column dates are held: a run grace or more later reports those that persist)\n", r.Held)
+	}
+	if r.ReportedUnconfirmed > 0 {
+		fmt.Fprintf(tw, "(%d findings no column dates are reported at once, UNCONFIRMED: not read again after grace, they may be the pipeline still at work)\n", r.ReportedUnconfirmed)
 	}
 	if r.Unconfirmed > 0 {
 		fmt.Fprintf(tw, "(%d more such findings were not held: over 100,000)\n", r.Unconfirmed)
@@ -177,6 +189,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// unconfirmedNote marks a finding reported without being read again after
+// grace.
+func unconfirmedNote(f Finding) string {
+	if f.Unconfirmed {
+		return "\tUNCONFIRMED"
+	}
+	return ""
 }
 
 func rowsNote(n int) string {

@@ -79,6 +79,7 @@ type runner struct {
 	// after grace, in pending; otherwise they are held across runs: prior
 	// is what earlier runs held, held what this one holds (confirm.go).
 	confirmInRun bool
+	inRun        inRunRules
 	pending      []pendingFinding
 	prior, held  map[heldID]time.Time
 	// clock is the held findings' clock (HeldClock), nil for the wall

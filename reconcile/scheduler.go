@@ -96,8 +96,10 @@ type jobState struct {
 	// held are the findings no column dates, by when they were first
 	// seen, kept from one completed run to the next (confirm.go).
 	held map[heldID]time.Time
-	// confirmInRun makes each run confirm such findings itself.
+	// confirmInRun makes each run confirm such findings itself, as inRun
+	// says.
 	confirmInRun bool
+	inRun        inRunRules
 	// clock is what runs measure the persistence of held findings by;
 	// nil: the wall clock.
 	clock func() time.Time
@@ -135,6 +137,27 @@ func ConfirmInRun() Option {
 	return func(s *Scheduler) {
 		for _, js := range s.jobs {
 			js.confirmInRun = true
+		}
+	}
+}
+
+// ReportUnconfirmed makes a one-off run (ConfirmInRun) report the
+// findings no column dates at once, each marked unconfirmed, instead of
+// holding them until grace has passed: for a person who cannot wait.
+func ReportUnconfirmed() Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.inRun.atOnce = true
+		}
+	}
+}
+
+// OnHold has a one-off run (ConfirmInRun) call notice when it starts to
+// hold findings no column dates, before it waits for grace.
+func OnHold(notice func(HoldNotice)) Option {
+	return func(s *Scheduler) {
+		for _, js := range s.jobs {
+			js.inRun.onHold = notice
 		}
 	}
 }
@@ -373,7 +396,7 @@ func (js *jobState) runner(res *Result, full bool, logger *slog.Logger) *runner 
 		logger:    logger,
 	}
 	js.mu.Lock()
-	r.prior, r.confirmInRun, r.clock = js.held, js.confirmInRun, js.clock
+	r.prior, r.confirmInRun, r.inRun, r.clock = js.held, js.confirmInRun, js.inRun, js.clock
 	js.mu.Unlock()
 	if r.chunkTime <= 0 {
 		r.chunkTime = config.DefaultChunkTime

@@ -150,6 +150,7 @@ type pageData struct {
 	ShareGroups []shareView
 	Reconciles  []reconcileView
 	Audits      []auditView
+	CDC         []cdcView
 	Collectors  []collectorView
 	HistoryNote string
 }
@@ -199,6 +200,7 @@ func (s *Server) pageData(r *http.Request) pageData {
 	d.ShareGroups = shareViews(snap, collectorOK)
 	d.Reconciles = s.reconcileViews(snap, collectorOK, now)
 	d.Audits = auditViews(snap, collectorOK)
+	d.CDC = cdcViews(snap)
 	return d
 }
 
@@ -394,6 +396,15 @@ func outboxNames(snap *Snapshot) []string {
 	return names
 }
 
+// trimZero drops the zero field of a duration ending in unit+"0"+next
+// ("3m0s" to "3m", "2h0m" to "2h").
+func trimZero(s, suffix string) string {
+	if strings.HasSuffix(s, suffix) {
+		return strings.TrimSuffix(s, suffix[1:])
+	}
+	return s
+}
+
 // fmtSeconds renders a duration in seconds for a person: 42s, 3m10s, 2h5m.
 func fmtSeconds(sec float64) string {
 	if sec < 0 {
@@ -404,9 +415,10 @@ func fmtSeconds(sec float64) string {
 	case d < time.Minute:
 		return d.String()
 	case d < time.Hour:
-		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+		// "3m0s" reads "3m"; "1m30s" stays.
+		return trimZero(d.String(), "m0s")
 	default:
-		return strings.TrimSuffix(strings.TrimSuffix(d.Round(time.Minute).String(), "0s"), "0m")
+		return trimZero(trimZero(d.Round(time.Minute).String(), "m0s"), "h0m")
 	}
 }
 

@@ -63,6 +63,7 @@ func checkReports(ctx context.Context, cfg *config.Config, pools map[string]*pgx
 	out = appendEach(out, "database", cfg.Databases, func(name string, d *config.Database) (checktext.Report, error) {
 		return checkDatabase(ctx, name, d, pools[name]), nil
 	})
+	out = append(out, pg.CheckSessions(ctx, cfg, pools)...)
 	out = appendEach(out, "outbox", cfg.Outboxes, func(name string, o *config.Outbox) (checktext.Report, error) {
 		if err := pg.PreparePredicates(ctx, pools[o.Database], o.Table,
 			pg.Predicate{Key: "outboxes." + name + ".filter", SQL: o.Filter},

@@ -51,11 +51,14 @@ type cli struct {
 	reconcileJob    string
 	reconcileFull   bool
 	reconcileFormat string
-	generateOut     string
-	demoBrokers     []string
-	demoFaultEvery  time.Duration
-	demoWeb         *toolkit.FlagConfig
-	discoverDSN     string
+	// reconcileUnconfirmed reports findings no column dates at once,
+	// marked unconfirmed, instead of holding them for grace.
+	reconcileUnconfirmed bool
+	generateOut          string
+	demoBrokers          []string
+	demoFaultEvery       time.Duration
+	demoWeb              *toolkit.FlagConfig
+	discoverDSN          string
 }
 
 // exitCode carries kingpin's requested exit (after --help or --version)
@@ -95,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	rec.Flag("job", "Run only this job (default: every job).").StringVar(&c.reconcileJob)
 	rec.Flag("full", "Sweep the whole key space instead of the window.").BoolVar(&c.reconcileFull)
 	rec.Flag("format", "Output format: text or json.").Default("text").EnumVar(&c.reconcileFormat, "text", "json")
+	rec.Flag("unconfirmed", "Report findings no column dates (a deleted authority row's target row, a target gap of an undated publication) at once, marked unconfirmed, instead of holding them until grace has passed to see that they persist.").BoolVar(&c.reconcileUnconfirmed)
 
 	gen := a.Command("generate", "Write Grafana dashboards (JSON) and Prometheus rule files (YAML) made for the configuration.")
 	gen.Flag("out", "Directory to write into.").Required().StringVar(&c.generateOut)

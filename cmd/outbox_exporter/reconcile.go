@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -44,8 +45,17 @@ func (c *cli) reconcileCmd(ctx context.Context, stdout, stderr io.Writer, logger
 	}
 	defer app.ClosePools(pools)
 	// One run and no next: findings no column dates are confirmed within
-	// the run, after grace.
-	sched, err := reconcile.New(cfg, pools, logger, reconcile.ConfirmInRun())
+	// the run, after grace, or reported at once with --unconfirmed. A
+	// person waiting at a terminal is told how many are held and until
+	// when.
+	opts := []reconcile.Option{reconcile.ConfirmInRun(), reconcile.OnHold(func(n reconcile.HoldNotice) {
+		fmt.Fprintf(stderr, "reconcile %s: holding %d findings no column dates until %s (grace %v) to see that they persist; --unconfirmed reports them at once, unconfirmed\n",
+			n.Job, n.Findings, n.Until.UTC().Format(time.RFC3339), n.Grace)
+	})}
+	if c.reconcileUnconfirmed {
+		opts = append(opts, reconcile.ReportUnconfirmed())
+	}
+	sched, err := reconcile.New(cfg, pools, logger, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return reconcile.ExitError

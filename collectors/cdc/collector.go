@@ -22,7 +22,7 @@ var (
 		"WAL bytes between the server's current position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
 		[]string{"cdc"}, nil)
 	lagSecondsDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_seconds",
-		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, exact to one collection interval; 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
+		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, never less than the truth and at most one collection interval more (after a start, the interval since the last checkpoint); 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
 		[]string{"cdc"}, nil)
 	lowerBoundDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_lower_bound",
 		"1 when the slot's confirmed position is older than the exporter's WAL history (just after a start, or a slot very far behind): outbox_cdc_slot_lag_seconds is then only a lower bound.",
@@ -35,6 +35,9 @@ var (
 		[]string{"cdc", "status"}, nil)
 	safeWALDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_safe_wal_size_bytes",
 		"WAL bytes that can still be written before the slot is lost (pg_replication_slots.safe_wal_size); absent when max_slot_wal_keep_size is unlimited.",
+		[]string{"cdc"}, nil)
+	missingDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_missing",
+		"1 when the configured replication slot does not exist on the database (dropped, or never created by the connector) or is not a logical slot: nothing confirms the outbox's events and its other cdc series are absent; 0 when the slot is there.",
 		[]string{"cdc"}, nil)
 	deadlineDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_deadline_seconds",
 		"The configured deadline of the slot's lag in seconds.",
@@ -49,6 +52,7 @@ type watched struct {
 	// The metrics whose values can only be these are built once: a
 	// collection builds only the ones that carry a measurement.
 	deadlineMetric prometheus.Metric
+	missing        [2]prometheus.Metric   // 0 and 1
 	status         [][2]prometheus.Metric // by WALStatuses index, then 0 or 1
 }
 
@@ -87,7 +91,9 @@ func NewCollector(database string, entries map[string]*config.CDC, db pg.Beginne
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
 		w := watched{cdc: name, slot: e.Slot, deadline: e.Deadline,
-			deadlineMetric: prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, e.Deadline.Seconds(), name)}
+			deadlineMetric: prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, e.Deadline.Seconds(), name),
+			missing: [2]prometheus.Metric{prometheus.MustNewConstMetric(missingDesc, prometheus.GaugeValue, 0, name),
+				prometheus.MustNewConstMetric(missingDesc, prometheus.GaugeValue, 1, name)}}
 		for _, st := range WALStatuses {
 			w.status = append(w.status, [2]prometheus.Metric{
 				prometheus.MustNewConstMetric(walStatusDesc, prometheus.GaugeValue, 0, name, st),
@@ -123,7 +129,7 @@ func (c *Collector) History() *History { return c.hist }
 
 // Describe implements collectors.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lowerBoundDesc, activeDesc, walStatusDesc, safeWALDesc, deadlineDesc} {
+	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lowerBoundDesc, activeDesc, walStatusDesc, safeWALDesc, missingDesc, deadlineDesc} {
 		ch <- d
 	}
 }
@@ -163,6 +169,9 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	var errs []error
 	states, failed := map[string]SlotState{}, map[string]error{}
 	for i, w := range c.watched {
+		// A slot that is gone says so in a series of its own, rather
+		// than by its other series vanishing.
+		ch <- w.missing[b2i(!r.Slots[i].Exists || r.Slots[i].Type != "logical" || r.Slots[i].ConfirmedFlush == nil)]
 		st, err := Assess(r.Now, r.Slots[i], c.hist)
 		if err != nil {
 			err = fmt.Errorf("cdc %q: %w", w.cdc, err)
@@ -197,6 +206,13 @@ func send(ch chan<- prometheus.Metric, w watched, st SlotState) {
 	if st.SafeWALSize != nil {
 		gauge(safeWALDesc, float64(*st.SafeWALSize))
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func b2f(b bool) float64 {

@@ -161,6 +161,21 @@ func TestMissingAndPhysicalSlots(t *testing.T) {
 	if _, err := c.State(ctx, "b"); err == nil || !strings.Contains(err.Error(), `replication slot "dropped_one" does not exist`) {
 		t.Errorf("State of the missing slot: %v, want its error", err)
 	}
+	// The slots that are not there say so, rather than only vanish.
+	for cdc, want := range map[string]float64{"a": 0, "b": 1, "c": 1} {
+		if got := m.get(t, "outbox_cdc_slot_missing", cdc); got != want {
+			t.Errorf("outbox_cdc_slot_missing{cdc=%s} = %v, want %v", cdc, got, want)
+		}
+	}
+	// A slot dropped between two collections reads missing at once.
+	s.exec(t, `SELECT pg_drop_replication_slot('present')`)
+	m, _ = collect(t, c)
+	if got := m.get(t, "outbox_cdc_slot_missing", "a"); got != 1 {
+		t.Errorf("after the drop, outbox_cdc_slot_missing{cdc=a} = %v, want 1", got)
+	}
+	if _, err := c.State(ctx, "a"); err == nil {
+		t.Errorf("State of the dropped slot has no error")
+	}
 }
 
 // State waits for the first collection (the outbox it serves is collected

@@ -160,18 +160,24 @@ type Position struct {
 	// LowerBound is true when the LSN is older than the whole history:
 	// At is the oldest sample's time and the truth is earlier.
 	LowerBound bool
-	// Resolution is the length of the sampled interval At was
-	// interpolated in: the truth lies within it. Zero when the LSN is at
-	// a sample or the history cannot place it.
+	// Resolution is the length of the sampled interval the server
+	// passed the LSN in: the truth lies within Resolution after At. Zero
+	// when the history cannot place it.
 	Resolution time.Duration
 	// CaughtUp is true when the LSN is at or past the newest sample.
 	CaughtUp bool
 }
 
-// When returns when the server's position was last at or before lsn. It
-// interpolates linearly between the two samples around lsn: the server
-// passed lsn somewhere between them, so the answer is exact to one
-// sampling interval. An lsn at or beyond the newest sample is caught up
+// When returns when the server's position was last at or before lsn,
+// erring early: the server passed lsn somewhere between the two samples
+// around it, and the answer is the earlier one. A lag measured from it is
+// never less than the truth and at most one sampling interval more, and
+// the rows committed after it are a superset of those the slot has not
+// confirmed. (Placing lsn by linear interpolation assumed the WAL was
+// written evenly between the samples: after a burst and a stall it put a
+// slot stuck just after the burst near the newest sample, at a lag of 0,
+// most of all between the checkpoint and the first sample after a
+// start.) An lsn at or beyond the newest sample is caught up
 // (At is the newest sample's time); an empty history knows nothing and
 // returns the zero Position with ok false.
 func (h *History) When(lsn LSN) (p Position, ok bool) {
@@ -200,8 +206,5 @@ func (h *History) When(lsn LSN) (p Position, ok bool) {
 		}
 	}
 	a, b := h.idx(lo), h.idx(hi)
-	span := h.at[b] - h.at[a]
-	frac := float64(lsn-h.lsn[a]) / float64(h.lsn[b]-h.lsn[a])
-	at := h.at[a] + int64(frac*float64(span))
-	return Position{At: time.Unix(0, at), Resolution: time.Duration(span)}, true
+	return Position{At: time.Unix(0, h.at[a]), Resolution: time.Duration(h.at[b] - h.at[a])}, true
 }

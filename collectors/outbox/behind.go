@@ -35,6 +35,9 @@ type Confirmed struct {
 	// then later than the truth, so the rows behind it, and their
 	// oldest age, are lower bounds of the pending ones.
 	LowerBound bool
+	// Slot is the slot's name: the sample checks, in its own
+	// transaction, that the slot still exists ("" skips the check).
+	Slot string
 }
 
 // ConfirmedSource tells an outbox's collector what its slot has
@@ -56,10 +59,14 @@ func IsBehind(committedAt *time.Time, confirmedAt time.Time) bool {
 // queueConfirmed queues ConfirmedQuery in b, first, so that every query
 // after it in the transaction sees the confirmed time.
 func queueConfirmed(b *pgx.Batch, c Confirmed) {
-	b.Queue(outboxsql.ConfirmedQuery, c.At).QueryRow(func(row pgx.Row) error {
+	b.Queue(outboxsql.ConfirmedQuery, c.At, c.Slot).QueryRow(func(row pgx.Row) error {
 		var set, track string
-		if err := row.Scan(&set, &track); err != nil {
+		var exists bool
+		if err := row.Scan(&set, &track, &exists); err != nil {
 			return fmt.Errorf("set the slot's confirmed time: %w", err)
+		}
+		if !exists {
+			return fmt.Errorf("replication slot %q does not exist (any more): no confirmed position to tell the rows behind it from the published ones", c.Slot)
 		}
 		if track != "on" {
 			return fmt.Errorf("track_commit_timestamp is %s on the server: the rows still behind the slot cannot be told from the published ones (pg_xact_commit_timestamp needs track_commit_timestamp = on)", track)

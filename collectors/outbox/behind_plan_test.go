@@ -42,7 +42,7 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 			return err
 		}
 		spec.Behind = DefaultBehindLookback
-		if _, err := tx.Exec(ctx, outboxsql.ConfirmedQuery, confirmed); err != nil {
+		if _, err := tx.Exec(ctx, outboxsql.ConfirmedQuery, confirmed, ""); err != nil {
 			return err
 		}
 		// The rows the state query reads from the index are exactly those

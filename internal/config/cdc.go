@@ -34,14 +34,14 @@ func (v *validator) cdcs() {
 	for _, name := range slices.Sorted(maps.Keys(v.c.CDC)) {
 		c, p := v.c.CDC[name], "cdc."+name
 		if !labelValueOK(name) {
-			v.fail(p, "%q is not a valid cdc name", name)
+			v.fail(p, "is not a valid cdc name")
 		}
 		v.database(p+".database", c.Database)
 		if v.required(p+".slot", c.Slot) {
 			if !slotNameRe.MatchString(c.Slot) {
-				v.fail(p+".slot", "%q is not a replication slot name (lower-case letters, digits and _, at most 63)", c.Slot)
+				v.fail(p+".slot", "is not a replication slot name (lower-case letters, digits and _, at most 63)")
 			} else if other, dup := slots[c.Database+"\x00"+c.Slot]; dup {
-				v.fail(p+".slot", "slot %q of database %q is already watched by cdc.%s", c.Slot, c.Database, other)
+				v.fail(p+".slot", "the same slot of the same database is already watched by cdc.%s", other)
 			} else {
 				slots[c.Database+"\x00"+c.Slot] = name
 			}
@@ -53,11 +53,11 @@ func (v *validator) cdcs() {
 			o, ok := v.c.Outboxes[c.Outbox]
 			switch {
 			case !ok:
-				v.fail(p+".outbox", "outbox %q is not defined under outboxes", c.Outbox)
+				v.fail(p+".outbox", "names no outbox defined under outboxes")
 			case o.Database != c.Database:
-				v.fail(p+".outbox", "outbox %q is on database %q, the slot on %q", c.Outbox, o.Database, c.Database)
+				v.fail(p+".outbox", "names an outbox on another database than the slot's")
 			case o.Style() != StyleDeleteOnPublish:
-				v.fail(p+".outbox", "outbox %q has a status or published_at: rows behind a slot are read from tables where a connector, not a relay, publishes them", c.Outbox)
+				v.fail(p+".outbox", "names an outbox with a status or published_at: rows behind a slot are read from tables where a connector, not a relay, publishes them")
 			}
 		}
 	}

@@ -46,13 +46,13 @@ func TestCDCBadConfigs(t *testing.T) {
 	}{
 		{"unknown key", cdcBase + "    slots: x\n", []string{"cdc.debezium.slots: unknown key (line 26)"}},
 		{"no slot", strings.Replace(cdcBase, "    slot: debezium_outbox\n", "", 1), []string{"cdc.debezium.slot: is required"}},
-		{"bad slot name", strings.Replace(cdcBase, "slot: debezium_outbox", "slot: Debezium-Outbox", 1), []string{`cdc.debezium.slot: "Debezium-Outbox" is not a replication slot name`, "(line 24)"}},
+		{"bad slot name", strings.Replace(cdcBase, "slot: debezium_outbox", "slot: Debezium-Outbox", 1), []string{`cdc.debezium.slot: is not a replication slot name`, "(line 24)"}},
 		{"no deadline", strings.Replace(cdcBase, "    deadline: 1m\n", "", 1), []string{"cdc.debezium.deadline: is required"}},
-		{"undefined database", strings.Replace(cdcBase, "database: main\n    slot", "database: other\n    slot", 1), []string{`cdc.debezium.database: database "other" is not defined`, "(line 23)"}},
-		{"undefined outbox", cdcBase + "    outbox: nope\n", []string{`cdc.debezium.outbox: outbox "nope" is not defined`}},
-		{"outbox with status", cdcBase + "    outbox: messages\n", []string{`cdc.debezium.outbox: outbox "messages" has a status`}},
-		{"same slot twice", cdcBase + "  again:\n    database: main\n    slot: debezium_outbox\n    deadline: 1m\n", []string{`cdc.debezium.slot: slot "debezium_outbox" of database "main" is already watched by cdc.again`}},
-		{"bad name", cdcBase + "  \"a b\":\n    database: main\n    slot: other\n    deadline: 1m\n", []string{`cdc.a b: "a b" is not a valid cdc name`}},
+		{"undefined database", strings.Replace(cdcBase, "database: main\n    slot", "database: other\n    slot", 1), []string{`cdc.debezium.database: names no database defined`, "(line 23)"}},
+		{"undefined outbox", cdcBase + "    outbox: nope\n", []string{`cdc.debezium.outbox: names no outbox defined`}},
+		{"outbox with status", cdcBase + "    outbox: messages\n", []string{`cdc.debezium.outbox: names an outbox with a status`}},
+		{"same slot twice", cdcBase + "  again:\n    database: main\n    slot: debezium_outbox\n    deadline: 1m\n", []string{`cdc.debezium.slot: the same slot of the same database is already watched by cdc.again`}},
+		{"bad name", cdcBase + "  \"a b\":\n    database: main\n    slot: other\n    deadline: 1m\n", []string{`cdc.a b: is not a valid cdc name`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), env(nil))

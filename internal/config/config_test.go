@@ -78,11 +78,11 @@ func TestBadConfigs(t *testing.T) {
 	}{
 		{"unknown top-level key", base + "scrape: {}\n", []string{"scrape: unknown key (line 15)"}},
 		{"unknown outbox key", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    dedline: 5m", 1), []string{"outboxes.messages.dedline: unknown key (line 15)"}},
-		{"bad duration", strings.Replace(base, "deadline: 5m", `deadline: "5 minutes"`, 1), []string{`outboxes.messages.deadline: "5 minutes" is not a duration`, "(line 14)"}},
+		{"bad duration", strings.Replace(base, "deadline: 5m", `deadline: "5 minutes"`, 1), []string{`outboxes.messages.deadline: is not a duration`, "(line 14)"}},
 		{"negative duration", strings.Replace(base, "deadline: 5m", "deadline: -5m", 1), []string{"outboxes.messages.deadline", "negative"}},
 		{"missing deadline", strings.Replace(base, "    deadline: 5m\n", "", 1), []string{"outboxes.messages.deadline: is required"}},
 		{"max_connections not a number", base + "", nil},
-		{"undefined database", strings.Replace(base, "database: main", "database: mian", 1), []string{`outboxes.messages.database: database "mian" is not defined`, "(line 7)"}},
+		{"undefined database", strings.Replace(base, "database: main", "database: mian", 1), []string{`outboxes.messages.database: names no database defined`, "(line 7)"}},
 		{"table injection", strings.Replace(base, "table: public.outbox", `table: "outbox; DROP TABLE x"`, 1), []string{"outboxes.messages.table", "not a valid table name", "(line 8)"}},
 		{"column injection", strings.Replace(base, "id: event_id", `id: "id) FROM pg_shadow --"`, 1), []string{"outboxes.messages.id", "not a valid column name"}},
 		{"three-part table", strings.Replace(base, "table: public.outbox", "table: a.b.c", 1), []string{"outboxes.messages.table", "schema.table"}},
@@ -97,25 +97,25 @@ func TestBadConfigs(t *testing.T) {
 		{"filter with semicolon", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    filter: \"true; DELETE FROM outbox\"", 1), []string{"outboxes.messages.filter: must be one SQL predicate"}},
 		{"unset env var", strings.Replace(base, "postgres://exporter@127.0.0.1/app", "${NOPE_DSN}", 1), []string{"databases.main.dsn: environment variable NOPE_DSN is not set (line 4)"}},
 		{"list where mapping expected", base + "kafka: [a, b]\n", []string{"kafka: expected a mapping, got a list (line 15)"}},
-		{"sasl mechanism", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    sasl: {mechanism: GSSAPI, username: u}\n", []string{`kafka.main.sasl.mechanism: "GSSAPI" is not one of PLAIN`, "(line 18)"}},
-		{"kafka uncommitted rule", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    uncommitted: latest\n", []string{`kafka.main.uncommitted: "latest" is not one of ignore`, "log_start"}},
+		{"sasl mechanism", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    sasl: {mechanism: GSSAPI, username: u}\n", []string{`kafka.main.sasl.mechanism: is not one of PLAIN`, "(line 18)"}},
+		{"kafka uncommitted rule", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    uncommitted: latest\n", []string{`kafka.main.uncommitted: is not one of ignore`, "log_start"}},
 		{"kafka isolation", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    isolation: read_committd\n", []string{"kafka.main.isolation: is not read_committed or read_uncommitted (line 18)"}},
 		{"kafka isolations entry", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    isolations: {notify: uncommitted}\n", []string{"kafka.main.isolations.notify: is not read_committed or read_uncommitted", "(line 18)"}},
 		{"bad share group regex", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    share_groups: [\"/(/\"]\n", []string{"kafka.main.share_groups[0]", "not a valid regular expression"}},
 		{"bad group regex", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    groups: [\"/[/\"]\n", []string{"kafka.main.groups[0]", "not a valid regular expression"}},
-		{"broker without port", base + "kafka:\n  main:\n    brokers: [localhost]\n", []string{`kafka.main.brokers[0]: "localhost" is not host:port`}},
-		{"bad cron", base + "reconcile:\n  idx:\n    schedule: every five minutes\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.schedule: "every five minutes" is not a cron schedule`, "(line 17)"}},
-		{"reconcile negative timeout", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    timeout: -1m\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.timeout: "-1m" is negative`}},
+		{"broker without port", base + "kafka:\n  main:\n    brokers: [localhost]\n", []string{`kafka.main.brokers[0]: is not host:port`}},
+		{"bad cron", base + "reconcile:\n  idx:\n    schedule: every five minutes\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.schedule: is not a cron schedule`, "(line 17)"}},
+		{"reconcile negative timeout", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    timeout: -1m\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.timeout: is negative`}},
 		{"reconcile bad updated_at", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at, updated_at: \"a b\"}\n    target: {database: main, table: search_index, key: message_id, version: version}\n", []string{`reconcile.idx.authority.updated_at`}},
-		{"reconcile unknown outbox", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    outbox: {name: nope, key: message_id, version: v}\n", []string{`reconcile.idx.outbox.name: outbox "nope" is not defined`}},
-		{"audit sample out of range", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\naudit:\n  messages:\n    kafka: main\n    topics: [messages]\n    event_id: header:event_id\n    sample: 1.5\n", []string{"audit.messages.sample: must be in (0, 1], got 1.5 (line 23)"}},
-		{"audit event_id form", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\naudit:\n  messages:\n    kafka: main\n    topics: [messages]\n    event_id: body\n", []string{`audit.messages.event_id: "body" is not header:NAME, key or json:FIELD`}},
+		{"reconcile unknown outbox", base + "reconcile:\n  idx:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: messages, key: id, version: version, created_at: created_at}\n    outbox: {name: nope, key: message_id, version: v}\n", []string{`reconcile.idx.outbox.name: names no outbox defined`}},
+		{"audit sample out of range", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\naudit:\n  messages:\n    kafka: main\n    topics: [messages]\n    event_id: header:event_id\n    sample: 1.5\n", []string{"audit.messages.sample: must be in (0, 1] (line 23)"}},
+		{"audit event_id form", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\naudit:\n  messages:\n    kafka: main\n    topics: [messages]\n    event_id: body\n", []string{`audit.messages.event_id: is not header:NAME, key or json:FIELD`}},
 		{"duplicate key", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    deadline: 6m", 1), []string{"outboxes.messages.deadline: key given twice (line 15)"}},
-		{"bool not bool", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    tls: {enabled: maybe}\n", []string{`kafka.main.tls.enabled: "maybe" is not true or false`}},
+		{"bool not bool", base + "kafka:\n  main:\n    brokers: [127.0.0.1:9092]\n    tls: {enabled: maybe}\n", []string{`kafka.main.tls.enabled: expected true or false, got a string`}},
 	} {
 		if tc.want == nil {
 			tc.yaml = strings.Replace(base, "    dsn: postgres://exporter@127.0.0.1/app", "    dsn: x\n    max_connections: two", 1)
-			tc.want = []string{`databases.main.max_connections: "two" is not a whole number (line 5)`}
+			tc.want = []string{`databases.main.max_connections: expected a whole number, got a string (line 5)`}
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), env(nil))

@@ -86,11 +86,29 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		return scalarKind(n)
 	case yaml.AliasNode:
 		return "an alias"
 	}
 	return "empty"
+}
+
+// scalarKind names what a scalar is by its YAML type, never by its value:
+// a secret pasted under the wrong key must not reach an error message.
+func scalarKind(n *yaml.Node) string {
+	switch n.ShortTag() {
+	case "!!int":
+		return "a whole number"
+	case "!!float":
+		return "a number"
+	case "!!bool":
+		return "true or false"
+	case "!!timestamp":
+		return "a date"
+	case "!!binary":
+		return "binary data"
+	}
+	return "a string"
 }
 
 func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
@@ -145,11 +163,11 @@ func (d *decoder) decodeDuration(path string, n *yaml.Node, v reflect.Value) {
 	s := d.expand(path, n)
 	dur, err := time.ParseDuration(s)
 	if err != nil {
-		d.fail(path, n.Line, "%q is not a duration (e.g. 90s, 5m)", s)
+		d.fail(path, n.Line, "is not a duration (e.g. 90s, 5m), got %s", scalarKind(n))
 		return
 	}
 	if dur < 0 {
-		d.fail(path, n.Line, "%q is negative", s)
+		d.fail(path, n.Line, "is negative")
 		return
 	}
 	v.SetInt(int64(dur))
@@ -237,7 +255,7 @@ func (d *decoder) decodeScalar(path string, n *yaml.Node, v reflect.Value) {
 		}
 		b, err := strconv.ParseBool(d.expand(path, n))
 		if err != nil {
-			d.fail(path, n.Line, "%q is not true or false", n.Value)
+			d.fail(path, n.Line, "expected true or false, got %s", scalarKind(n))
 			return
 		}
 		v.SetBool(b)
@@ -248,7 +266,7 @@ func (d *decoder) decodeScalar(path string, n *yaml.Node, v reflect.Value) {
 		}
 		i, err := strconv.Atoi(d.expand(path, n))
 		if err != nil {
-			d.fail(path, n.Line, "%q is not a whole number", n.Value)
+			d.fail(path, n.Line, "expected a whole number, got %s", scalarKind(n))
 			return
 		}
 		v.SetInt(int64(i))
@@ -259,7 +277,7 @@ func (d *decoder) decodeScalar(path string, n *yaml.Node, v reflect.Value) {
 		}
 		f, err := strconv.ParseFloat(d.expand(path, n), 64)
 		if err != nil {
-			d.fail(path, n.Line, "%q is not a number", n.Value)
+			d.fail(path, n.Line, "expected a number, got %s", scalarKind(n))
 			return
 		}
 		v.SetFloat(f)

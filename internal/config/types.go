@@ -18,6 +18,10 @@ type Config struct {
 	Audit     map[string]*Audit        `yaml:"audit"`
 	CDC       map[string]*CDC          `yaml:"cdc"` // outboxes published through a replication slot (cdc.go)
 	Alerting  Alerting                 `yaml:"alerting"`
+	// SessionsPerServer is how many sessions all configured databases on
+	// one server (host and port) share: the exporter never holds more
+	// there, so it cannot take the application's connection slots.
+	SessionsPerServer int `yaml:"sessions_per_server"`
 
 	// lines maps a key path such as "outboxes.messages.deadline" to the
 	// line it was written on, for errors found after decoding.

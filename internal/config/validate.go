@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,11 +16,12 @@ import (
 
 // Defaults applied to keys left out of the file.
 const (
-	DefaultMaxConnections   = 2
-	DefaultStatementTimeout = 5 * time.Second
-	DefaultLockTimeout      = 1 * time.Second
-	DefaultMaxLabelValues   = 100
-	DefaultMaxLabelLength   = 128
+	DefaultMaxConnections    = 2
+	DefaultSessionsPerServer = 4
+	DefaultStatementTimeout  = 5 * time.Second
+	DefaultLockTimeout       = 1 * time.Second
+	DefaultMaxLabelValues    = 100
+	DefaultMaxLabelLength    = 128
 	// MinLabelLength leaves room for the cut marker and a readable prefix.
 	MinLabelLength          = 32
 	DefaultMaxCount         = 10000
@@ -37,6 +40,7 @@ const (
 )
 
 func (c *Config) setDefaults() {
+	orDefault(&c.SessionsPerServer, DefaultSessionsPerServer)
 	for _, db := range c.Databases {
 		orDefault(&db.MaxConnections, DefaultMaxConnections)
 		orDefault(&db.StatementTimeout, DefaultStatementTimeout)
@@ -104,7 +108,7 @@ func (v *validator) fail(path, format string, args ...any) {
 // column checks an optional column name.
 func (v *validator) column(path, col string) {
 	if col != "" && !identPart.MatchString(col) {
-		v.fail(path, "%q is not a valid column name (letters, digits, _ and $, starting with a letter or _, at most 63)", col)
+		v.fail(path, "is not a valid column name (letters, digits, _ and $, starting with a letter or _, at most 63)")
 	}
 }
 
@@ -122,12 +126,12 @@ func (v *validator) table(path, t string) {
 	}
 	parts := strings.Split(t, ".")
 	if len(parts) > 2 {
-		v.fail(path, "%q is not a table name (schema.table or table)", t)
+		v.fail(path, "is not a table name (schema.table or table)")
 		return
 	}
 	for _, p := range parts {
 		if !identPart.MatchString(p) {
-			v.fail(path, "%q is not a valid table name (letters, digits, _ and $, starting with a letter or _, at most 63 per part)", t)
+			v.fail(path, "is not a valid table name (letters, digits, _ and $, starting with a letter or _, at most 63 per part)")
 			return
 		}
 	}
@@ -138,7 +142,7 @@ func (v *validator) database(path, name string) {
 		return
 	}
 	if _, ok := v.c.Databases[name]; !ok {
-		v.fail(path, "database %q is not defined under databases", name)
+		v.fail(path, "names no database defined under databases")
 	}
 }
 
@@ -148,10 +152,15 @@ var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 func (c *Config) validate() Errors {
 	v := &validator{c: c}
+	if c.SessionsPerServer < 2 {
+		// A reconcile run with both sides on one server holds a session
+		// of each at once.
+		v.fail("sessions_per_server", "must be at least 2 (a reconcile run may hold two sessions on one server at once)")
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Databases)) {
 		db, p := c.Databases[name], "databases."+name
 		if !nameRe.MatchString(name) {
-			v.fail(p, "%q is not a valid name", name)
+			v.fail(p, "is not a valid name (letters, digits, _, . and -, starting with a letter or _)")
 		}
 		if v.required(p+".dsn", string(db.DSN)) {
 			// A DSN left as ${VAR} by ParseWithoutSecrets is judged
@@ -162,7 +171,7 @@ func (c *Config) validate() Errors {
 			}
 		}
 		if db.MaxConnections < 1 {
-			v.fail(p+".max_connections", "must be at least 1, got %d", db.MaxConnections)
+			v.fail(p+".max_connections", "must be at least 1")
 		}
 		// PostgreSQL takes these in whole milliseconds; less would be sent
 		// as 0, which turns the timeout off.
@@ -171,7 +180,7 @@ func (c *Config) validate() Errors {
 			d   time.Duration
 		}{{"statement_timeout", db.StatementTimeout}, {"lock_timeout", db.LockTimeout}} {
 			if t.d < time.Millisecond {
-				v.fail(p+"."+t.key, "must be at least 1ms (PostgreSQL reads less as 0: no timeout at all), got %v", t.d)
+				v.fail(p+"."+t.key, "must be at least 1ms (PostgreSQL reads less as 0: no timeout at all)")
 			}
 		}
 	}
@@ -195,7 +204,7 @@ func (c *Config) validate() Errors {
 
 func (v *validator) outbox(p, name string, o *Outbox) {
 	if !labelValueOK(name) {
-		v.fail(p, "%q is not a valid outbox name", name)
+		v.fail(p, "is not a valid outbox name")
 	}
 	v.outboxPreset(p, o)
 	v.database(p+".database", o.Database)
@@ -236,16 +245,16 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 		}
 	}
 	if o.MaxLabelValues < 1 {
-		v.fail(p+".max_label_values", "must be at least 1, got %d", o.MaxLabelValues)
+		v.fail(p+".max_label_values", "must be at least 1")
 	}
 	if o.MaxLabelLength < MinLabelLength {
 		v.fail(p+".max_label_length", "must be at least %d bytes (room for the cut marker), got %d", MinLabelLength, o.MaxLabelLength)
 	}
 	if o.MaxCount < 1 {
-		v.fail(p+".max_count", "must be at least 1, got %d", o.MaxCount)
+		v.fail(p+".max_count", "must be at least 1")
 	}
 	if o.SLOObjective <= 0 || o.SLOObjective >= 1 {
-		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
+		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive")
 	}
 	v.outboxTimeZone(p, o)
 	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
@@ -268,9 +277,9 @@ func (v *validator) kafka(p string, k *Kafka) {
 	}
 	for i, b := range k.Brokers {
 		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
-			v.fail(fmt.Sprintf("%s.brokers[%d]", p, i), "%q is not host:port", b)
+			v.fail(fmt.Sprintf("%s.brokers[%d]", p, i), "is not host:port")
 		} else if _, err := strconv.Atoi(port[strings.LastIndex(port, ":")+1:]); err != nil {
-			v.fail(fmt.Sprintf("%s.brokers[%d]", p, i), "%q is not host:port", b)
+			v.fail(fmt.Sprintf("%s.brokers[%d]", p, i), "is not host:port")
 		}
 	}
 	if (k.TLS.CertFile == "") != (k.TLS.KeyFile == "") {
@@ -280,19 +289,19 @@ func (v *validator) kafka(p string, k *Kafka) {
 		v.fail(p+".tls.enabled", "TLS options are set but enabled is false")
 	}
 	if !saslMechanisms[k.SASL.Mechanism] {
-		v.fail(p+".sasl.mechanism", "%q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", k.SASL.Mechanism)
+		v.fail(p+".sasl.mechanism", "is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	}
 	if k.SASL.Mechanism != "" && k.SASL.Username == "" {
 		v.fail(p+".sasl.username", "is required with a SASL mechanism")
 	}
 	for i, g := range k.Groups {
 		if _, err := ParsePattern(g); err != nil {
-			v.fail(fmt.Sprintf("%s.groups[%d]", p, i), "%v", err)
+			v.fail(fmt.Sprintf("%s.groups[%d]", p, i), "%s", patternProblem(err))
 		}
 	}
 	for i, t := range k.Topics {
 		if _, err := ParsePattern(t); err != nil {
-			v.fail(fmt.Sprintf("%s.topics[%d]", p, i), "%v", err)
+			v.fail(fmt.Sprintf("%s.topics[%d]", p, i), "%s", patternProblem(err))
 		}
 	}
 	v.kafkaUncommitted(p, k)
@@ -308,12 +317,12 @@ func (v *validator) reconcile(p string, r *ReconcileJob) {
 	}
 	if v.required(p+".schedule", r.Schedule) {
 		if _, err := CronParser.Parse(r.Schedule); err != nil {
-			v.fail(p+".schedule", "%q is not a cron schedule: %v", r.Schedule, err)
+			v.fail(p+".schedule", "is not a cron schedule (five fields, or a descriptor such as @every 5m or @daily)")
 		}
 	}
 	if r.FullSweep != "" {
 		if _, err := CronParser.Parse(r.FullSweep); err != nil {
-			v.fail(p+".full_sweep", "%q is not a cron schedule: %v", r.FullSweep, err)
+			v.fail(p+".full_sweep", "is not a cron schedule (five fields, or a descriptor such as @every 5m or @daily)")
 		}
 	}
 	a := r.Authority
@@ -334,7 +343,7 @@ func (v *validator) reconcile(p string, r *ReconcileJob) {
 	if r.Outbox != nil {
 		if v.required(p+".outbox.name", r.Outbox.Name) {
 			if _, ok := v.c.Outboxes[r.Outbox.Name]; !ok {
-				v.fail(p+".outbox.name", "outbox %q is not defined under outboxes", r.Outbox.Name)
+				v.fail(p+".outbox.name", "names no outbox defined under outboxes")
 			}
 		}
 		if v.required(p+".outbox.key", r.Outbox.Key) {
@@ -371,30 +380,45 @@ var eventIDRe = regexp.MustCompile(`^(key|header:.+|json:[^.]+(\.[^.]+)*)$`)
 
 func (v *validator) audit(p, name string, a *Audit) {
 	if _, ok := v.c.Outboxes[name]; !ok {
-		v.fail(p, "outbox %q is not defined under outboxes", name)
+		v.fail(p, "names no outbox defined under outboxes")
 	}
 	if v.required(p+".kafka", a.Kafka) {
 		if _, ok := v.c.Kafka[a.Kafka]; !ok {
-			v.fail(p+".kafka", "kafka cluster %q is not defined under kafka", a.Kafka)
+			v.fail(p+".kafka", "names no cluster defined under kafka")
 		}
 	}
 	if len(a.Topics) == 0 {
 		v.fail(p+".topics", "is required: the topics the relays publish to")
 	}
 	if v.required(p+".event_id", a.EventID) && !eventIDRe.MatchString(a.EventID) {
-		v.fail(p+".event_id", "%q is not header:NAME, key or json:FIELD (a dotted json:PATH reaches into nested objects: json:payload.id)", a.EventID)
+		v.fail(p+".event_id", "is not header:NAME, key or json:FIELD (a dotted json:PATH reaches into nested objects: json:payload.id)")
 	}
 	if a.Sample <= 0 || a.Sample > 1 {
-		v.fail(p+".sample", "must be in (0, 1], got %v", a.Sample)
+		v.fail(p+".sample", "must be in (0, 1]")
 	}
 	// A row is judged grace after it was marked published, and only rows
 	// published inside the window are judged: with grace >= window no row
 	// is ever judged and the audit would report a clean result it never
 	// made.
 	if a.Grace >= a.Window {
-		v.fail(p+".grace", "%v must be shorter than window (%v): no row would ever be judged", a.Grace, a.Window)
+		v.fail(p+".grace", "must be shorter than window: no row would ever be judged")
 	}
 }
+
+// patternProblem says what is wrong with a group or topic pattern without
+// quoting it: the regexp error's code, not the expression it quotes.
+func patternProblem(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return "is not a valid regular expression: " + string(se.Code)
+	}
+	if errors.Is(err, errEmptyName) {
+		return "is empty"
+	}
+	return "is not a valid regular expression"
+}
+
+var errEmptyName = errors.New("empty name")
 
 // Pattern matches a name exactly, or by regular expression when written
 // as /regex/.
@@ -421,7 +445,7 @@ func ParsePattern(s string) (Pattern, error) {
 		return Pattern{Re: re}, nil
 	}
 	if s == "" {
-		return Pattern{}, fmt.Errorf("empty name")
+		return Pattern{}, errEmptyName
 	}
 	return Pattern{Exact: s}, nil
 }

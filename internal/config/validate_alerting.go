@@ -37,17 +37,17 @@ func (v *validator) alerting(p string, a *Alerting) {
 	}
 	path := p + ".cluster_label"
 	if !labelRe.MatchString(cl) || strings.HasPrefix(cl, "__") {
-		v.fail(path, "%q is not a Prometheus label name", cl)
+		v.fail(path, "is not a Prometheus label name")
 		return
 	}
 	if slices.Contains(exporterLabels, cl) {
-		v.fail(path, "%q is a label of outbox_exporter's own metrics (%q names the Kafka cluster); choose another, e.g. k8s_cluster", cl, "cluster")
+		v.fail(path, "is a label of outbox_exporter's own metrics (%q names the Kafka cluster); choose another, e.g. k8s_cluster", "cluster")
 		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.c.Outboxes)) {
 		for _, l := range v.c.Outboxes[name].Labels {
 			if l.Name == cl {
-				v.fail(path, "%q is a label of outbox %s; choose another", cl, name)
+				v.fail(path, "is a label of outbox %s; choose another", name)
 			}
 		}
 	}

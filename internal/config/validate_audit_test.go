@@ -18,11 +18,11 @@ func TestAuditValidation(t *testing.T) {
 		{"dotted json path", "    event_id: json:payload.id\n", ""},
 		{"deep json path", "    event_id: json:a.b.c\n", ""},
 		{"plain json field", "    event_id: json:event_id\n", ""},
-		{"empty json segment", "    event_id: json:payload..id\n", `audit.messages.event_id: "json:payload..id" is not header:NAME`},
-		{"leading dot", "    event_id: json:.id\n", `audit.messages.event_id: "json:.id" is not`},
-		{"trailing dot", "    event_id: json:payload.\n", `audit.messages.event_id: "json:payload." is not`},
-		{"grace equal to window", "    event_id: key\n    grace: 1h\n    window: 1h\n", "audit.messages.grace: 1h0m0s must be shorter than window (1h0m0s)"},
-		{"grace longer than window", "    event_id: key\n    grace: 2h\n", "audit.messages.grace: 2h0m0s must be shorter than window (1h0m0s)"},
+		{"empty json segment", "    event_id: json:payload..id\n", `audit.messages.event_id: is not header:NAME`},
+		{"leading dot", "    event_id: json:.id\n", `audit.messages.event_id: is not header:NAME`},
+		{"trailing dot", "    event_id: json:payload.\n", `audit.messages.event_id: is not header:NAME`},
+		{"grace equal to window", "    event_id: key\n    grace: 1h\n    window: 1h\n", "audit.messages.grace: must be shorter than window"},
+		{"grace longer than window", "    event_id: key\n    grace: 2h\n", "audit.messages.grace: must be shorter than window"},
 		{"grace shorter than window", "    event_id: key\n    grace: 59m\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,11 +21,11 @@ func (v *validator) outboxTimeZone(p string, o *Outbox) {
 		return
 	}
 	if !timeZoneRe.MatchString(o.TimeZone) {
-		v.fail(p+".time_zone", "%q is not a time zone name (e.g. UTC, Europe/Berlin)", o.TimeZone)
+		v.fail(p+".time_zone", "is not a time zone name (e.g. UTC, Europe/Berlin)")
 		return
 	}
 	if _, err := time.LoadLocation(o.TimeZone); err != nil {
-		v.fail(p+".time_zone", "%q is not a known time zone (e.g. UTC, Europe/Berlin): %v", o.TimeZone, err)
+		v.fail(p+".time_zone", "is not a time zone Go knows (e.g. UTC, Europe/Berlin)")
 	}
 }
 
@@ -63,7 +63,7 @@ func (v *validator) outboxLabels(p string, o *Outbox) {
 		}
 		seen[l.Name] = true
 		if !labelRe.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
-			v.fail(lp, "%q is not a valid Prometheus label name", l.Name)
+			v.fail(lp, "is not a valid Prometheus label name")
 		}
 		if v.required(lp, l.Column) {
 			v.column(lp, l.Column)
@@ -153,7 +153,7 @@ func (v *validator) outboxStatuses(p string, o *Outbox) {
 					v.fail(sp, "status value is empty")
 				}
 				if other, dup := seen[s]; dup && set.key != "unknown" {
-					v.fail(sp, "status %q is also listed under %s", s, other)
+					v.fail(sp, "the status value is also listed under %s", other)
 				}
 				if set.key != "unknown" {
 					seen[s] = set.key
@@ -162,7 +162,7 @@ func (v *validator) outboxStatuses(p string, o *Outbox) {
 		}
 		for i, s := range o.Unknown {
 			if k := seen[s]; k != "in_flight" && k != "pending" && k != "" {
-				v.fail(fmt.Sprintf("%s.unknown[%d]", p, i), "status %q is listed under %s; unknown results are unpublished rows", s, k)
+				v.fail(fmt.Sprintf("%s.unknown[%d]", p, i), "the status value is listed under %s; unknown results are unpublished rows", k)
 			}
 		}
 	} else {

@@ -19,7 +19,7 @@ func TestOutboxStatusAndTimeZone(t *testing.T) {
 		{"time zone", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    time_zone: UTC", 1), nil},
 		{"time zone named", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    time_zone: Europe/Berlin", 1), nil},
 		{"time zone unknown", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    time_zone: Mars/Olympus", 1),
-			[]string{"outboxes.messages.time_zone", "not a known time zone"}},
+			[]string{"outboxes.messages.time_zone", "is not a time zone Go knows"}},
 		{"time zone offset", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    time_zone: \"+02:00\"", 1),
 			[]string{"outboxes.messages.time_zone", "not a time zone name"}},
 		{"time zone injection", strings.Replace(base, "    deadline: 5m", "    deadline: 5m\n    time_zone: \"UTC' OR 'x\"", 1),

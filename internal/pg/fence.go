@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,7 +74,40 @@ var transactionControl = map[string]bool{"begin": true, "start": true, "commit":
 
 // guard is the connection tracer that keeps every statement read-only and
 // uncommitted. It wraps the tracer the DSN's config had, if any.
-type guard struct{ next pgx.QueryTracer }
+type guard struct {
+	next pgx.QueryTracer
+	// onRelease, when set, sees each session its pool takes back (before
+	// the pool decides to keep it): the session budget closes it there
+	// when other sessions wait for room (budget.go).
+	onRelease func(*pgx.Conn)
+	// acquiring, when set, counts the pool's Acquire calls in progress:
+	// a session returned while one is waiting is kept for it.
+	acquiring *atomic.Int64
+}
+
+// TraceAcquireStart implements pgxpool.AcquireTracer.
+func (g guard) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	if g.acquiring != nil {
+		g.acquiring.Add(1)
+	}
+	return ctx
+}
+
+// TraceAcquireEnd implements pgxpool.AcquireTracer.
+func (g guard) TraceAcquireEnd(context.Context, *pgxpool.Pool, pgxpool.TraceAcquireEndData) {
+	if g.acquiring != nil {
+		g.acquiring.Add(-1)
+	}
+}
+
+// TraceRelease implements pgxpool.ReleaseTracer. It runs in Release,
+// before the pool looks at the session: a session closed here is
+// destroyed, not kept idle.
+func (g guard) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData) {
+	if g.onRelease != nil {
+		g.onRelease(data.Conn)
+	}
+}
 
 type wrappedKey struct{}
 

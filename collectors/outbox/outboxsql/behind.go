@@ -8,10 +8,14 @@ package outboxsql
 // expression, so the created_at range is estimated like a constant.
 const confirmedSetting = "outbox_exporter.slot_confirmed_at"
 
-// ConfirmedQuery sets confirmedSetting to $1 for the transaction and
-// reads track_commit_timestamp, without which pg_xact_commit_timestamp
-// fails on any row and an empty range would read 0 pending.
-const ConfirmedQuery = `SELECT pg_catalog.set_config('` + confirmedSetting + `', $1::timestamptz::text, true), pg_catalog.current_setting('track_commit_timestamp')`
+// ConfirmedQuery sets confirmedSetting to $1 for the transaction, reads
+// track_commit_timestamp, without which pg_xact_commit_timestamp fails on
+// any row and an empty range would read 0 pending, and whether the
+// logical slot $2 still exists, in the sample's own snapshot: a slot
+// dropped since its collector last read it leaves no confirmed time to
+// judge the rows by. An empty $2 skips the check.
+const ConfirmedQuery = `SELECT pg_catalog.set_config('` + confirmedSetting + `', $1::timestamptz::text, true), pg_catalog.current_setting('track_commit_timestamp'),
+	$2 = '' OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $2 AND slot_type = 'logical')`
 
 // behindPredicate is IsBehind in SQL, with the range of created_at that
 // an index on it (or on labels..., created_at) serves: the commit time of

@@ -1,0 +1,95 @@
+package web
+
+import (
+	"strings"
+	"testing"
+)
+
+// The page's CDC section judges each slot: lag against its deadline, a
+// connector not holding the slot, WAL about to go or gone, a slot that is
+// gone, and a slot whose collection failed; and shows lag, wal_status and
+// the connector for each.
+func TestCDCSection(t *testing.T) {
+	cdc := func(name string, v float64, extra ...string) Sample {
+		l := map[string]string{"cdc": name}
+		for i := 0; i+1 < len(extra); i += 2 {
+			l[extra[i]] = extra[i+1]
+		}
+		return Sample{Labels: l, Value: v}
+	}
+	names := []string{"fine", "late", "idle", "gone", "lost", "failed", "bound"}
+	snap := &Snapshot{Metrics: map[string][]Sample{}}
+	for _, n := range names {
+		snap.Metrics[cdcDeadline] = append(snap.Metrics[cdcDeadline], cdc(n, 60))
+		if n == "failed" {
+			continue
+		}
+		missing := 0.0
+		if n == "gone" {
+			missing = 1
+		}
+		snap.Metrics[cdcMissing] = append(snap.Metrics[cdcMissing], cdc(n, missing))
+		if n == "gone" {
+			continue
+		}
+		lag, active, status, bound := 5.0, 1.0, "reserved", 0.0
+		switch n {
+		case "late":
+			lag = 90
+		case "idle":
+			active = 0
+		case "lost":
+			status = "lost"
+		case "bound":
+			bound, lag = 1, 10
+		}
+		snap.Metrics[cdcLagSeconds] = append(snap.Metrics[cdcLagSeconds], cdc(n, lag))
+		snap.Metrics[cdcLagBytes] = append(snap.Metrics[cdcLagBytes], cdc(n, 4096))
+		snap.Metrics[cdcLowerBound] = append(snap.Metrics[cdcLowerBound], cdc(n, bound))
+		snap.Metrics[cdcActive] = append(snap.Metrics[cdcActive], cdc(n, active))
+		for _, s := range []string{"reserved", "extended", "unreserved", "lost"} {
+			v := 0.0
+			if s == status {
+				v = 1
+			}
+			snap.Metrics[cdcWALStatus] = append(snap.Metrics[cdcWALStatus], cdc(n, v, "status", s))
+		}
+	}
+	views := cdcViews(snap)
+	got := map[string]Status{}
+	for _, v := range views {
+		got[v.CDC] = v.Status
+	}
+	want := map[string]Status{"fine": OK, "late": Crit, "idle": Warn, "gone": Crit, "lost": Crit, "failed": Unknown, "bound": OK}
+	for n, st := range want {
+		if got[n] != st {
+			t.Errorf("cdc %s: status %q, want %q", n, got[n], st)
+		}
+	}
+	var page strings.Builder
+	if err := pageTmpl.Execute(&page, pageData{HaveData: true, CDC: views}); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	for _, want := range []string{
+		`<h2 id="cdc">Change data capture</h2>`,
+		`data-cdc="gone" data-status="crit"`, "the replication slot does not exist",
+		`data-cdc="failed" data-status="unknown"`, "not read: its collection failed",
+		`data-cdc="idle" data-status="warn"`, "not holding the slot",
+		`data-cdc="late" data-status="crit"`, "1m30",
+		"&ge; 10s", "<td>lost</td>", "<td>reserved</td>", "4096 bytes", "streaming",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
+
+// fmtSeconds drops only a zero field: 1m30s once read "1m3", 2h50m "2h5".
+func TestFmtSeconds(t *testing.T) {
+	for sec, want := range map[float64]string{42: "42s", 90: "1m30s", 180: "3m", 600: "10m", 7200: "2h", 7500: "2h5m", 10200: "2h50m"} {
+		if got := fmtSeconds(sec); got != want {
+			t.Errorf("fmtSeconds(%v) = %q, want %q", sec, got, want)
+		}
+	}
+}
