@@ -18,6 +18,9 @@ type Config struct {
 	Audit     map[string]*Audit        `yaml:"audit"`
 	CDC       map[string]*CDC          `yaml:"cdc"` // outboxes published through a replication slot (cdc.go)
 	Alerting  Alerting                 `yaml:"alerting"`
+	// LeaderElection, when set, makes one replica lead each piece of work
+	// that must be done once (leader.go); nil: every replica does all.
+	LeaderElection *LeaderElection `yaml:"leader_election"`
 
 	// lines maps a key path such as "outboxes.messages.deadline" to the
 	// line it was written on, for errors found after decoding.

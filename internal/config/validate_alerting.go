@@ -13,7 +13,7 @@ import (
 var exporterLabels = []string{
 	"cdc", "cluster", "collector", "goversion", "group", "instance", "job", "kind", "le",
 	"outbox", "partition", "protocol", "reconcile", "revision", "state", "status", "target",
-	"topic", "version",
+	"task", "topic", "version",
 }
 
 // alerting checks the alerting section: the cluster label must be a label
