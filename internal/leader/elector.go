@@ -62,6 +62,9 @@ func New(tasks []string, dial Dialer, t Timing, logger *slog.Logger) *Elector {
 		onLead: map[string][]func(context.Context){}}
 }
 
+// SetDialer sets how the session is opened; call before Run.
+func (e *Elector) SetDialer(d Dialer) { e.dial = d }
+
 // Tasks returns the tasks the Elector stands for, sorted.
 func (e *Elector) Tasks() []string { return slices.Clone(e.tasks) }
 
