@@ -290,4 +290,3 @@ func overlap(ts []termSpan) string {
 	}
 	return ""
 }
-
