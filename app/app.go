@@ -94,6 +94,9 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 		b.reload.Apply()
 	}
 	b.cs = append(b.cs, b.a.Reconcile.Collectors()...)
+	if b.a.Leader != nil {
+		b.cs = leaderOnly(b.cs, b.a.Leader)
+	}
 	b.a.Exporter = collectors.NewExporter(logger, b.cs...)
 	// Only now that nothing can fail: prev no longer closes what a kept.
 	for _, key := range b.kept {

@@ -7,6 +7,9 @@ import (
 	"os"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/leader"
@@ -99,4 +102,38 @@ func (a *App) leadAudits(ctx context.Context) {
 			a.Audits[name].Start(ctx)
 		}
 	}
+}
+
+// leaderOnly makes the reconcile and audit collectors of cs export their
+// findings only on the replica that leads them: a standby's are none or
+// stale (from a term it lost), and an alert taking the max over replicas
+// would keep firing on a gap repaired since. The other collectors (the
+// outbox tables, Kafka lag, cdc slots) are the cheap per-scrape work
+// every replica does.
+func leaderOnly(cs []collectors.Collector, e *leader.Elector) []collectors.Collector {
+	out := make([]collectors.Collector, len(cs))
+	for i, c := range cs {
+		switch c.Name() {
+		case "reconcile", "audit":
+			out[i] = ledCollector{Collector: c, task: leader.Task(c.Name(), c.Target()), e: e}
+		default:
+			out[i] = c
+		}
+	}
+	return out
+}
+
+// ledCollector is a collector whose Update runs only while its task is led
+// here.
+type ledCollector struct {
+	collectors.Collector
+	task string
+	e    *leader.Elector
+}
+
+func (c ledCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if _, ok := c.e.Lease(c.task); !ok {
+		return nil
+	}
+	return c.Collector.Update(ctx, ch)
 }

@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func TestReplicasShareTheWork(t *testing.T) {
 			t.Fatalf("standby %s ran the job %d times", r.name, n)
 		}
 	}
+	checkExports(t, l, without(rs, l))
 
 	// kill -9 of the leader: another leads within the bound.
 	l.kill()
@@ -70,6 +72,7 @@ func TestReplicasShareTheWork(t *testing.T) {
 	t.Logf("after pg_terminate_backend of %s's lease session, %s leads", l2.name, l3.name)
 
 	// A partition between the leader and the server.
+	waitUntil(t, l3.name+" runs the job", func() bool { return l3.runs() > 0 })
 	cut := time.Now()
 	l3.proxy.cut()
 	waitUntil(t, l3.name+" stops leading when cut off", func() bool { ok, _ := l3.leads(); return !ok })
@@ -86,6 +89,14 @@ func TestReplicasShareTheWork(t *testing.T) {
 	l3.proxy.sever()
 	l4 := theLeader(t, without(rs, l3))
 	t.Logf("partition: %s leads %v after the cut (bound %v)", l4.name, time.Since(cut), bounds.Partition)
+	// The replica cut off ran the job when it led: what it still holds of
+	// those runs is no longer exported.
+	waitUntil(t, l4.name+" runs the job", func() bool { return l4.runs() > 0 })
+	_, m, _ := l3.get(t, "/metrics")
+	if !strings.Contains(m, `outbox_exporter_leader{task="`+task+`"} 0`) || strings.Contains(m, "outbox_reconcile_gaps{") {
+		t.Errorf("%s, no longer leading, exports leader 1 or stale reconcile findings", l3.name)
+	}
+	checkExports(t, l4, without(without(rs, l3), l4))
 
 	if o := overlap(terms(append(rs, l), killed)); o != "" {
 		t.Fatalf("two replicas led %s at once: %s", task, o)

@@ -290,3 +290,53 @@ func overlap(ts []termSpan) string {
 	}
 	return ""
 }
+
+// get returns the status and body of a GET on the replica.
+func (r *replica) get(t *testing.T, path string) (int, string, http.Header) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + r.addr + path)
+	if err != nil {
+		t.Fatalf("GET %s on %s: %v", path, r.name, err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		sb.WriteString(sc.Text() + "\n")
+	}
+	return resp.StatusCode, sb.String(), resp.Header
+}
+
+// checkExports: the leader exports the job's findings and leader 1; a
+// standby exports no findings, leader 0, and its findings API names the
+// leader.
+func checkExports(t *testing.T, l *replica, standbys []*replica) {
+	t.Helper()
+	_, m, _ := l.get(t, "/metrics")
+	for _, want := range []string{`outbox_exporter_leader{task="` + task + `"} 1`, `outbox_reconcile_gaps{kind="missing_target",reconcile="search_index"} 0`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("leader %s does not export %s", l.name, want)
+		}
+	}
+	for _, r := range standbys {
+		_, m, _ := r.get(t, "/metrics")
+		if !strings.Contains(m, `outbox_exporter_leader{task="`+task+`"} 0`) {
+			t.Errorf("standby %s does not export leader 0", r.name)
+		}
+		if strings.Contains(m, "outbox_reconcile_gaps{") {
+			t.Errorf("standby %s exports reconcile findings", r.name)
+		}
+		if !strings.Contains(m, `outbox_publish_latency_seconds_count{outbox="messages"}`) {
+			t.Errorf("standby %s exports no outbox metrics", r.name)
+		}
+		code, body, h := r.get(t, "/api/v1/reconcile?job=search_index")
+		if code != http.StatusConflict || !strings.Contains(body, l.addr[strings.LastIndex(l.addr, ":"):]) || h.Get("Outbox-Exporter-Leader") == "" {
+			t.Errorf("standby %s: /api/v1/reconcile answered %d %q, want 409 naming %s", r.name, code, body, l.addr)
+		}
+	}
+	if code, body, _ := l.get(t, "/api/v1/reconcile?job=search_index"); code != http.StatusOK {
+		t.Errorf("leader %s: /api/v1/reconcile answered %d %q", l.name, code, body)
+	}
+}
