@@ -331,6 +331,9 @@ func checkExports(t *testing.T, l *replica, standbys []*replica) {
 		if !strings.Contains(m, `outbox_publish_latency_seconds_count{outbox="messages"}`) {
 			t.Errorf("standby %s exports no outbox metrics", r.name)
 		}
+		if _, page, _ := r.get(t, "/"); !strings.Contains(page, `data-task="`+task+`" data-leading="false"`) || !strings.Contains(page, l.addr[strings.LastIndex(l.addr, ":"):]+"</td>") {
+			t.Errorf("standby %s: the page does not say who leads %s", r.name, task)
+		}
 		code, body, h := r.get(t, "/api/v1/reconcile?job=search_index")
 		if code != http.StatusConflict || !strings.Contains(body, l.addr[strings.LastIndex(l.addr, ":"):]) || h.Get("Outbox-Exporter-Leader") == "" {
 			t.Errorf("standby %s: /api/v1/reconcile answered %d %q, want 409 naming %s", r.name, code, body, l.addr)
