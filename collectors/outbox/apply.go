@@ -3,7 +3,55 @@ package outbox
 import (
 	"sort"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
+
+// Series is what one combination of label values shows in a sample.
+type Series struct {
+	// Labels are the label values, in the configured label order; values
+	// beyond max_label_values are Other.
+	Labels []string
+	// Events counts rows by state, indexed like GaugeStates.
+	Events [4]float64
+	// OldestAge is the age in seconds of the oldest unpublished row, 0
+	// when none.
+	OldestAge float64
+	// Deadline is the deadline of these rows in seconds.
+	Deadline     float64
+	PastDeadline float64
+	Retried      float64
+	Unknown      float64
+	// Unclassified counts rows with a NULL status or one listed nowhere.
+	Unclassified float64
+	// Published and PublishedLate are cumulative since the sampler started.
+	Published     uint64
+	PublishedLate uint64
+	// OutOfOrder and NoReceipt: order.go, outboxsql/receipt.go.
+	OutOfOrder float64
+	NoReceipt  uint64
+}
+
+// Snapshot is one sample of an outbox.
+type Snapshot struct {
+	Series []Series
+	// Capped is true when a count was cut at max_count: the counts are
+	// then lower bounds (README, "Cost"; the oldest ages stay exact).
+	Capped bool
+	// LeaseExpirations is cumulative since the sampler started.
+	LeaseExpirations uint64
+	// Latency is the cumulative publish latency histogram.
+	LatencyBuckets map[float64]uint64
+	LatencyCount   uint64
+	LatencySum     float64
+}
+
+type tupleState struct {
+	labels          []string
+	seen            time.Time
+	published, late uint64
+	noReceipt       uint64
+}
 
 // apply decides from what fetch read and advances the sampler's state.
 func (s *Sampler) apply(r *read) *Snapshot {
@@ -16,11 +64,11 @@ func (s *Sampler) apply(r *read) *Snapshot {
 		marks[i] = Mark{Key: p.ID, At: p.PublishedAt}
 	}
 	var fresh []PublishedRow
-	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= MaxPublishedRows) {
+	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= outboxsql.MaxPublishedRows) {
 		fresh = append(fresh, r.published[i])
 	}
-	if s.spec.leaseColumn() != "" {
-		s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= MaxPublishedRows)))
+	if s.spec.LeaseColumn() != "" {
+		s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= outboxsql.MaxPublishedRows)))
 		s.leases += uint64(s.live.judge(r.now, r.live, r.leases, r.fates, o.LeaseUntil != ""))
 	}
 
@@ -139,7 +187,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			continue
 		}
 		x.Events[stateIndex(st)] += float64(g.rows)
-		x.PastDeadline += float64(g.late[s.spec.lateColumn(Deadline(s.o, x.Labels))])
+		x.PastDeadline += float64(g.late[Deadline(s.o, x.Labels)])
 		if g.facts.Attempted {
 			x.Retried += float64(g.rows)
 		}

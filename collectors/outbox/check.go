@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/checktext"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
@@ -55,13 +56,13 @@ func (r *CheckReport) Text() string {
 // columnNeed is what a configured column must be.
 type columnNeed struct {
 	key, column string
-	ok          func(Column) bool
+	ok          func(outboxsql.Column) bool
 	want        string
 }
 
-func anyType(Column) bool { return true }
+func anyType(outboxsql.Column) bool { return true }
 
-func (o columnNeed) check(r *CheckReport, cols map[string]Column) {
+func (o columnNeed) check(r *CheckReport, cols map[string]outboxsql.Column) {
 	c, found := cols[o.column]
 	what := fmt.Sprintf("column %s = %s", o.key, o.column)
 	switch {
@@ -99,8 +100,8 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 }
 
 func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *config.Outbox) (*CheckReport, error) {
-	cols, err := Introspect(ctx, tx, o.Table)
-	if errors.Is(err, ErrNoTable) {
+	cols, err := outboxsql.Introspect(ctx, tx, o.Table)
+	if errors.Is(err, outboxsql.ErrNoTable) {
 		r.add(false, "table "+o.Table, "does not exist (or this user may not see it)")
 		return r, nil
 	}
@@ -119,7 +120,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 			return r, nil
 		}
 	}
-	spec, err := NewSpec(name, o, cols)
+	spec, err := outboxsql.NewSpec(name, o, cols)
 	if err != nil {
 		r.add(false, "status values", "%v", err)
 		return r, nil
@@ -139,17 +140,17 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	maps.Copy(indexes, spec.OrderIndexes())
 	dop := o.Style() == config.StyleDeleteOnPublish
 	relname := o.Table[strings.LastIndex(o.Table, ".")+1:]
-	for _, q := range spec.plannedQueries() {
-		plan, err := explain(ctx, tx, q.sql, q.args...)
-		what := "query " + q.name
+	for _, q := range spec.Planned() {
+		plan, err := explain(ctx, tx, q.SQL, q.Args...)
+		what := "query " + q.Name
 		if err != nil {
 			// A bad filter or unknown_when shows here; the transaction is
 			// aborted, so stop asking.
 			r.add(false, what, "does not plan: %v", err)
 			return r, nil
 		}
-		problem := judgePlan(plan, relname, idx, q.rule, dop)
-		ix := indexes[q.index]
+		problem := judgePlan(plan, relname, idx, q.Rule, dop)
+		ix := indexes[q.Index]
 		if problem == "" {
 			r.add(true, what, "served by an index")
 			continue
@@ -177,7 +178,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 
 // columnNeeds are the configured columns and the types they must have.
 func columnNeeds(o *config.Outbox) []columnNeed {
-	ts := func(c Column) bool { return c.IsTimestamp() }
+	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() }
 	needs := []columnNeed{
 		{"id", o.ID, anyType, ""},
 		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz"},
@@ -186,12 +187,12 @@ func columnNeeds(o *config.Outbox) []columnNeed {
 		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
 	}
 	for _, n := range []columnNeed{
-		{"status", o.Status, func(c Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
+		{"status", o.Status, func(c outboxsql.Column) bool { return c.IsText() || c.IsInteger() }, "a text, enum or integer type"},
 		{"published_at", o.PublishedAt, ts, "timestamp or timestamptz"},
 		{"dead_at", o.DeadAt, ts, "timestamp or timestamptz"},
 		{"lease_until", o.LeaseUntil, ts, "timestamp or timestamptz"},
 		{"claimed_at", o.ClaimedAt, ts, "timestamp or timestamptz"},
-		{"attempts", o.Attempts, func(c Column) bool { return c.IsInteger() }, "an integer type"},
+		{"attempts", o.Attempts, func(c outboxsql.Column) bool { return c.IsInteger() }, "an integer type"},
 		{"last_error", o.LastError, anyType, ""},
 	} {
 		if n.column != "" {
@@ -238,59 +239,6 @@ JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) AND i
 		}
 	}
 	return notes, rows.Err()
-}
-
-type planRule struct {
-	// ordered: the plan must not sort (the skip-scan needs the index's
-	// order).
-	ordered bool
-	// condOn: the plan must use an index with a condition on this column.
-	condOn string
-}
-
-type plannedQuery struct {
-	name, sql, index string
-	args             []any
-	rule             planRule
-}
-
-// plannedQueries are the queries a sample and a stuck-rows call run, with
-// the index each needs.
-func (s *Spec) plannedQueries() []plannedQuery {
-	qs := []plannedQuery{
-		{name: "state", sql: s.StateQuery(), index: "unpublished"},
-		{name: "oldest", sql: s.OldestQuery(), index: "unpublished", rule: planRule{ordered: true}},
-		{name: "stuck", sql: s.StuckQuery(), index: "unpublished", args: []any{10}},
-		{name: "pending (capped)", sql: s.PendingQuery(), index: "unpublished"},
-	}
-	add := func(name, sql, index string, rule planRule, args ...any) {
-		if sql != "" {
-			qs = append(qs, plannedQuery{name: name, sql: sql, index: index, rule: rule, args: args})
-		}
-	}
-	add("claimed (capped)", s.ClaimedQuery(), "lease", planRule{})
-	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), planRule{})
-	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), planRule{})
-	add("unknown (capped per label set)", s.UnknownCappedQuery(), "unknown", planRule{})
-	add("unknown (capped)", s.UnknownQuery(), "unknown", planRule{})
-	add("dead", s.DeadQuery(), "dead", planRule{})
-	add("dead (capped)", s.DeadCappedQuery(), "dead", planRule{})
-	add("unclassified", s.UnclassifiedQuery(), "unclassified", planRule{})
-	add("unclassified (capped)", s.UnclassifiedCappedQuery(), "unclassified", planRule{})
-	add("lease", s.LeaseQuery(), "lease", planRule{condOn: s.leaseColumn()}, int64(0))
-	add("live lease", s.LiveLeaseQuery(), "lease", planRule{condOn: s.leaseColumn()})
-	add("lease fate", s.LeaseFateQuery(), "id", planRule{}, []string{})
-	add("published", s.PublishedQuery(), "published_at", planRule{condOn: s.O.PublishedAt}, int64(0))
-	qs = append(qs, s.orderPlanned()...)
-	return qs
-}
-
-// claimedIndex is the index the per label set reads of claimed rows use.
-func claimedIndex(s *Spec) string {
-	if len(s.O.Labels) > 0 {
-		return "claimed_by_label"
-	}
-	return "lease"
 }
 
 // planNode is the part of EXPLAIN (FORMAT JSON) output check reads.
@@ -342,7 +290,7 @@ JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) AND i
 // partial index or with an index condition (for a delete-on-publish
 // table, whose rows are all unpublished, through any index); a sequential
 // scan never is.
-func judgePlan(p *planNode, relname string, indexes map[string]bool, rule planRule, dop bool) string {
+func judgePlan(p *planNode, relname string, indexes map[string]bool, rule outboxsql.PlanRule, dop bool) string {
 	var problems []string
 	condFound := false
 	var walk func(n *planNode)
@@ -353,14 +301,14 @@ func judgePlan(p *planNode, relname string, indexes map[string]bool, rule planRu
 		case n.IndexName != "":
 			partial, ours := indexes[n.IndexName]
 			if ours {
-				if rule.condOn != "" && strings.Contains(n.IndexCond, rule.condOn) {
+				if rule.CondOn != "" && strings.Contains(n.IndexCond, rule.CondOn) {
 					condFound = true
 				}
 				if !partial && n.IndexCond == "" && !dop {
 					problems = append(problems, "reads every entry of index "+n.IndexName)
 				}
 			}
-		case rule.ordered && (n.NodeType == "Sort" || n.NodeType == "Incremental Sort"):
+		case rule.Ordered && (n.NodeType == "Sort" || n.NodeType == "Incremental Sort"):
 			problems = append(problems, "sorts the rows instead of reading them in index order")
 		}
 		for i := range n.Plans {
@@ -368,21 +316,29 @@ func judgePlan(p *planNode, relname string, indexes map[string]bool, rule planRu
 		}
 	}
 	walk(p)
-	if rule.condOn != "" && !condFound {
-		problems = append(problems, "has no index on "+rule.condOn)
+	if rule.CondOn != "" && !condFound {
+		problems = append(problems, "has no index on "+rule.CondOn)
 	}
 	sort.Strings(problems)
-	return strings.Join(dedupe(problems), "; ")
+	seen := map[string]bool{}
+	uniq := problems[:0]
+	for _, p := range problems {
+		if !seen[p] {
+			seen[p] = true
+			uniq = append(uniq, p)
+		}
+	}
+	return strings.Join(uniq, "; ")
 }
 
 // timeZoneNotes says, for each configured `timestamp without time zone`
 // column, in which zone its values are read: time_zone, else the
 // session's TimeZone, which check reads from the server.
-func timeZoneNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *Spec) error {
+func timeZoneNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *outboxsql.Spec) error {
 	o := s.O
 	var zoned []string
 	for _, c := range []string{o.CreatedAt, o.PublishedAt, o.DeadAt, o.LeaseUntil, o.ClaimedAt} {
-		if c != "" && s.zoned(c) && !slices.Contains(zoned, c) {
+		if c != "" && s.Zoned(c) && !slices.Contains(zoned, c) {
 			zoned = append(zoned, c)
 		}
 	}
@@ -408,7 +364,7 @@ func timeZoneNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *Spec) erro
 // unclassifiedNotes lists the status values check found that the config
 // names in no state, with their counts, read through the unclassified
 // index (never a scan of the table: without the index it says so).
-func unclassifiedNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *Spec, idx map[string]bool) error {
+func unclassifiedNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *outboxsql.Spec, idx map[string]bool) error {
 	q := s.UnclassifiedStatusesQuery()
 	if q == "" {
 		return nil
@@ -444,6 +400,6 @@ func unclassifiedNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *Spec, 
 		return nil
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("status values named in no state (counted as outbox_unclassified_events; among at most %d such rows): %s",
-		MaxUnclassifiedRows, strings.Join(found, ", ")))
+		outboxsql.MaxUnclassifiedRows, strings.Join(found, ", ")))
 	return nil
 }

@@ -6,18 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
-
-	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // obSetup creates a database with the given schema and a read-only pool
@@ -414,225 +411,6 @@ outbox_past_deadline_events{outbox="q"} 2
 	}
 }
 
-func TestOutboxLeaseExpiryCountedOnce(t *testing.T) {
-	db, pool, _ := obSetup(t, obStatusSchema)
-	// Leases that expired before the exporter started are history, not
-	// counted; those expiring afterwards are, once per (row, lease).
-	db.Exec(t, `INSERT INTO outbox (id, event_type, status, lease_until, attempts) VALUES
-	  (1, 'x', 'CLAIMED', now() + interval '1 second', 1), (2, 'x', 'CLAIMED', now() + interval '1 hour', 1),
-	  (3, 'x', 'CLAIMED', now() - interval '1 hour', 1)`)
-	c := NewCollector("m", obStatusOutbox(), pool, testutil.Quiet())
-	steps := []struct {
-		sql   string
-		sleep time.Duration
-		want  float64
-	}{
-		{"", 0, 0},
-		{"", 1200 * time.Millisecond, 1}, // row 1's lease expired
-		{"", 0, 1},                       // still the same expired lease
-		// A lease that expired a moment ago but became visible only now.
-		{"UPDATE outbox SET lease_until = now() - interval '500 milliseconds' WHERE id = 2", 0, 2},
-		{"UPDATE outbox SET lease_until = now() + interval '1 hour' WHERE id = 1", 0, 2},        // reclaimed: live again
-		{"UPDATE outbox SET lease_until = now() - interval '1 millisecond' WHERE id = 1", 0, 3}, // its new lease expired
-		{"UPDATE outbox SET status = 'PUBLISHED', published_at = now() WHERE id = 1", 0, 3},
-		{"", 0, 3},
-	}
-	for i, s := range steps {
-		if s.sql != "" {
-			db.Exec(t, s.sql)
-		}
-		time.Sleep(s.sleep)
-		if v := obValue(t, obScrape(t, c), "outbox_lease_expirations_total", nil); v != s.want {
-			t.Errorf("step %d: lease expirations = %v, want %v", i, v, s.want)
-		}
-	}
-}
-
-func TestOutboxLabelCapAndDeadlines(t *testing.T) {
-	db, pool, _ := obSetup(t, obStatusSchema)
-	// Rows per type: a 4, b 3, c 2, d 1. a and c have deadline overrides,
-	// so they always keep their series and their deadline (issue 14, item
-	// 1: c used to fold into other and be judged against 300 s); the two
-	// slots go to b and d, and nothing folds.
-	db.Exec(t, `INSERT INTO outbox (created_at, event_type, topic)
-	  SELECT now() - interval '2 minutes', t, 'x' FROM unnest(array['a','a','a','a','b','b','b','c','c','d']) t`)
-	o := obStatusOutbox()
-	o.Labels = o.Labels[:1]
-	o.MaxLabelValues = 2
-	o.Deadlines = map[string]time.Duration{"a": time.Minute, "c": time.Minute}
-	c := NewCollector("m", o, pool, testutil.Quiet())
-	obScrape(t, c)
-	// A fifth type arrives: no slot is free, so it folds into other, with
-	// the default deadline.
-	db.Exec(t, `INSERT INTO outbox (created_at, event_type, topic) VALUES (now() - interval '10 minutes', 'e', 'x')`)
-	ms := obScrape(t, c)
-	obCompare(t, ms, `
-# HELP outbox_past_deadline_events Unpublished rows older than their deadline. A lower bound while outbox_events_capped is 1.
-# TYPE outbox_past_deadline_events gauge
-outbox_past_deadline_events{event_type="a",outbox="m"} 4
-outbox_past_deadline_events{event_type="b",outbox="m"} 0
-outbox_past_deadline_events{event_type="c",outbox="m"} 2
-outbox_past_deadline_events{event_type="d",outbox="m"} 0
-outbox_past_deadline_events{event_type="other",outbox="m"} 1
-# HELP outbox_deadline_seconds The configured notification deadline of these events in seconds.
-# TYPE outbox_deadline_seconds gauge
-outbox_deadline_seconds{event_type="a",outbox="m"} 60
-outbox_deadline_seconds{event_type="b",outbox="m"} 300
-outbox_deadline_seconds{event_type="c",outbox="m"} 60
-outbox_deadline_seconds{event_type="d",outbox="m"} 300
-outbox_deadline_seconds{event_type="other",outbox="m"} 300
-`, "outbox_past_deadline_events", "outbox_deadline_seconds")
-}
-
-func TestOutboxCappedCountKeepsOldestExact(t *testing.T) {
-	db, pool, _ := obSetup(t, obStatusSchema)
-	db.Exec(t, `INSERT INTO outbox (created_at, event_type) SELECT now() - i * interval '1 second', CASE WHEN i % 2 = 0 THEN 'even' ELSE 'odd' END FROM generate_series(1, 40) i`)
-	db.Exec(t, `CREATE INDEX ON outbox (event_type, created_at) WHERE status IN ('PENDING','CLAIMED','UNSURE')`)
-	o := obStatusOutbox()
-	o.MaxCount = 5
-	for _, labels := range [][]config.Label{o.Labels[:1], nil} {
-		o.Labels = labels
-		ms := obScrape(t, NewCollector("m", o, pool, testutil.Quiet()))
-		if v := obValue(t, ms, "outbox_events_capped", nil); v != 1 {
-			t.Errorf("capped = %v, want 1", v)
-		}
-		var total float64
-		for _, m := range ms {
-			if strings.Contains(m.Desc().String(), `"outbox_events"`) {
-				total += testutil.MetricValue(t, m)
-			}
-		}
-		if total > 6 {
-			t.Errorf("capped total %v, want at most max_count+1", total)
-		}
-		if labels != nil {
-			obNear(t, "oldest even", obValue(t, ms, "outbox_oldest_pending_age_seconds", map[string]string{"event_type": "even"}), 40, 3)
-			obNear(t, "oldest odd", obValue(t, ms, "outbox_oldest_pending_age_seconds", map[string]string{"event_type": "odd"}), 39, 3)
-		} else {
-			obNear(t, "oldest", obValue(t, ms, "outbox_oldest_pending_age_seconds", nil), 40, 3)
-		}
-	}
-}
-
-func TestOutboxOddIdentifiers(t *testing.T) {
-	// Injection is refused by the config; a legit odd name is quoted.
-	_, err := config.Parse([]byte(`
-databases: {main: {dsn: "postgres://x@127.0.0.1/x"}}
-outboxes:
-  m:
-    database: main
-    table: public.outbox
-    id: id
-    created_at: "created_at; DROP TABLE outbox"
-    deadline: 5m
-`), func(string) (string, bool) { return "", false })
-	if err == nil || !strings.Contains(err.Error(), "outboxes.m.created_at") {
-		t.Fatalf("config with an injected column = %v, want an error naming outboxes.m.created_at", err)
-	}
-	_, pool, _ := obSetup(t, `CREATE TABLE "Outbox" ("select" text NOT NULL, "from" timestamptz NOT NULL, "Order" text, id int);
-	  INSERT INTO "Outbox" VALUES ('it''s', now() - interval '1 minute', 'o''1', 1), ('DONE', now(), 'x', 2)`)
-	o := obDefaults(&config.Outbox{Table: "public.Outbox", CreatedAt: "from", Status: "select",
-		Pending: []string{"it's"}, Published: []string{"DONE"}, Labels: []config.Label{{Name: "order", Column: "Order"}}})
-	ms := obScrape(t, NewCollector("odd", o, pool, testutil.Quiet()))
-	if v := obValue(t, ms, "outbox_events", map[string]string{"state": "pending", "order": "o'1"}); v != 1 {
-		t.Errorf("pending = %v, want 1", v)
-	}
-}
-
-func TestOutboxFilterCannotWrite(t *testing.T) {
-	db, pool, _ := obSetup(t, obStatusSchema+`CREATE SEQUENCE s; INSERT INTO outbox (event_type) VALUES ('x');`)
-	o := obStatusOutbox()
-	o.Filter = "nextval('s') > 0"
-	_, err := obTryScrape(NewCollector("m", o, pool, testutil.Quiet()), 10*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "read-only") {
-		t.Fatalf("scrape with a writing filter = %v, want a read-only error", err)
-	}
-	var n int64
-	if err := db.Admin.QueryRow(context.Background(), `SELECT last_value FROM s`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("sequence moved: %v %v", n, err)
-	}
-}
-
-func obSuccess(t *testing.T, ms []prometheus.Metric) float64 {
-	t.Helper()
-	return obValue(t, ms, "outbox_exporter_collector_success", map[string]string{"collector": "outbox"})
-}
-
-func TestOutboxLockedTableBoundedByDeadline(t *testing.T) {
-	db, pool, _ := obSetup(t, obStatusSchema+`INSERT INTO outbox (event_type) VALUES ('x');`)
-	c := NewCollector("m", obStatusOutbox(), pool, testutil.Quiet())
-	e := collectors.NewExporter(testutil.Quiet(), c)
-	ctx := context.Background()
-	tx := db.Begin(t)
-	if _, err := tx.Exec(ctx, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Second)
-	var ms []prometheus.Metric
-	testutil.Bounded(t, "a scrape of a locked table", time.Second, func() { ms = e.Collect(sctx) })
-	cancel()
-	if v := obSuccess(t, ms); v != 0 {
-		t.Errorf("success while locked = %v, want 0", v)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	ms = e.Collect(sctx)
-	if v := obSuccess(t, ms); v != 1 {
-		t.Errorf("success after the lock = %v, want 1", v)
-	}
-	if v := obValue(t, ms, "outbox_events", map[string]string{"state": "pending"}); v != 1 {
-		t.Errorf("pending after the lock = %v, want 1", v)
-	}
-}
-
-func TestOutboxDatabaseRefusesConnectionsAndComesBack(t *testing.T) {
-	db, pool, _ := obSetup(t, obStatusSchema+`INSERT INTO outbox (event_type) VALUES ('x');`)
-	e := collectors.NewExporter(testutil.Quiet(), NewCollector("m", obStatusOutbox(), pool, testutil.Quiet()))
-	scrape := func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		return obSuccess(t, e.Collect(ctx))
-	}
-	if v := scrape(); v != 1 {
-		t.Fatalf("first scrape success = %v", v)
-	}
-	ctx := context.Background()
-	server, err := pgx.Connect(ctx, pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close(ctx)
-	name := pgx.Identifier{db.Name}.Sanitize()
-	if _, err := server.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = server.Exec(context.Background(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true") })
-	if _, err := server.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2`,
-		db.Name, pg.ApplicationName); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if v := scrape(); v != 0 {
-			t.Errorf("scrape %d while the database refuses connections: success %v, want 0", i, v)
-		}
-	}
-	if _, err := server.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
-		t.Fatal(err)
-	}
-	// The pool reconnects by itself; allow it a few scrapes to drop the
-	// sessions the server killed.
-	ok := false
-	for i := 0; i < 5 && !ok; i++ {
-		ok = scrape() == 1
-	}
-	if !ok {
-		t.Error("no successful scrape after the database allowed connections again")
-	}
-}
-
 func TestOutboxFilterAndUnknownWhen(t *testing.T) {
 	db, pool, _ := obSetup(t, obStatusSchema)
 	db.Exec(t, `INSERT INTO outbox (event_type, status, attempts) VALUES ('keep', 'PENDING', 3), ('keep', 'PENDING', 1), ('skip', 'PENDING', 5)`)
@@ -649,4 +427,15 @@ outbox_unknown_result_events{event_type="keep",outbox="m"} 1
 # TYPE outbox_retried_events gauge
 outbox_retried_events{event_type="keep",outbox="m"} 2
 `, "outbox_unknown_result_events", "outbox_retried_events")
+}
+
+// seriesValue returns the value of series name{labels} in ms, -1 if absent.
+func seriesValue(t *testing.T, c *Collector, name string, labels map[string]string) float64 {
+	t.Helper()
+	for k, v := range collect(t, c) {
+		if k == seriesKey(name, labels) {
+			return v
+		}
+	}
+	return -1
 }

@@ -40,7 +40,7 @@ type LabelCap struct {
 	admitted map[string]time.Time
 	// pinned values always have their own series and take no slot: the
 	// values named under deadlines, so that an override never folds into
-	// Other and loses its deadline (issue 14, item 1). They are a list in
+	// Other and loses its deadline. They are a list in
 	// the config, so they stay bounded.
 	pinned map[string]bool
 }
@@ -116,7 +116,7 @@ func (c *LabelCap) Len() int { return len(c.admitted) }
 
 // SeriesCap bounds the number of series of an outbox, not only the
 // values of each label column: three columns of 100 values each would
-// otherwise allow a million series (issue 14, item 8). Each column keeps
+// otherwise allow a million series. Each column keeps
 // its own LabelCap; then at most max combinations of the folded values
 // keep their own series, and every other combination folds into
 // (first value if pinned else Other, Other, ...). So an outbox has at most

@@ -1,9 +1,11 @@
 package outbox
 
+import "github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
+
 // Relays that claim with FOR UPDATE SKIP LOCKED reclaim an expired row
 // within a second, far inside a scrape interval, so most expired leases
-// are never seen expired (seed 000, C3: "R1 claims and dies; after the
-// lease R2 reclaims"). The sampler therefore remembers the live leases of
+// are never seen expired (a relay claims a row and dies; once the lease
+// has run out, another relay reclaims the row). The sampler therefore remembers the live leases of
 // each sample (bounded by the rows in flight, MaxLiveLeases) and judges
 // at the next sample those that expired in between and are no longer
 // held, from what became of their rows:
@@ -46,7 +48,7 @@ type leaseFate struct {
 type liveLeases struct {
 	started bool
 	at      int64 // database time of the sample that read them
-	full    bool  // that read hit MaxLiveLeases
+	full    bool  // that read hit outboxsql.MaxLiveLeases
 	byKey   map[string]liveLease
 	// lengthBound bounds from above the lease length of lease_until
 	// relays, in microseconds; 0 while unknown.
@@ -111,7 +113,7 @@ func (l *liveLeases) judge(now int64, live []liveLease, expired []Mark, fates ma
 			n++
 		}
 	}
-	l.started, l.at, l.full, l.byKey = true, now, len(live) >= MaxLiveLeases, cur
+	l.started, l.at, l.full, l.byKey = true, now, len(live) >= outboxsql.MaxLiveLeases, cur
 	return n
 }
 
@@ -119,9 +121,9 @@ func (l *liveLeases) judge(now int64, live []liveLease, expired []Mark, fates ma
 // expired before the row left it.
 func movedOnAfterExpiry(f leaseFate, x liveLease, untilStyle bool, lengthBound int64) bool {
 	switch {
-	case f.class == fatePublished:
+	case f.class == outboxsql.FatePublished:
 		return f.publishedAt != nil && *f.publishedAt > x.expiry
-	case f.class == fateUnpublished && f.claimed && f.lease != nil && *f.lease != x.lease:
+	case f.class == outboxsql.FateUnpublished && f.claimed && f.lease != nil && *f.lease != x.lease:
 		if !untilStyle {
 			return *f.lease > x.expiry
 		}

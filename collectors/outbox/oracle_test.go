@@ -1,11 +1,13 @@
 package outbox
 
-// The oracle test (issue 14): each seed generates an outbox table and a
-// history of writers and relays acting on it (oracle_gen_test.go); after
-// each step the collector samples the real server, and an oracle computes
-// every series by brute force from a plain SELECT of the whole table and
-// the rules as the README writes them (oracle_rules_test.go), and the two
-// are compared: gauges at each sample, counters over the history.
+// The oracle test: each seed generates an outbox table and a history of
+// writers and relays acting on it (oracle_table_test.go,
+// oracle_history_test.go); after each step the collector samples the real
+// server, and an oracle computes every series by brute force from a plain
+// SELECT of the whole table and the rules as the README writes them
+// (oracle_rules_test.go), and the two are compared
+// (oracle_compare_test.go): gauges at each sample, counters over the
+// history.
 //
 // Time is a fake clock: a schema fakeclock whose now() the sessions find
 // before pg_catalog's on their search_path, set by the test between
@@ -32,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
@@ -193,11 +196,11 @@ func runOracleSeed(t *testing.T, env *oracleEnv, seed uint64) {
 		t.Fatalf("create table: %v\n%s", err, g.schema())
 	}
 	defer func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS public."+g.name) }()
-	cols, err := Introspect(ctx, env.pool, g.o.Table)
+	cols, err := outboxsql.Introspect(ctx, env.pool, g.o.Table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := NewSpec("ob", g.o, cols)
+	spec, err := outboxsql.NewSpec("ob", g.o, cols)
 	if err != nil {
 		t.Fatalf("config %+v: %v", g.o, err)
 	}

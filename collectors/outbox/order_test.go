@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
@@ -250,7 +251,7 @@ func TestCheckAsksForAggregateIndex(t *testing.T) {
 	o := orderOutbox()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	spec, err := NewSpec("messages", o, map[string]Column{"status": {Name: "status", Type: "text", Category: "S"}})
+	spec, err := outboxsql.NewSpec("messages", o, map[string]outboxsql.Column{"status": {Name: "status", Type: "text", Category: "S"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/big"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
@@ -21,7 +20,7 @@ const OrderRescanEvery = 5 * time.Minute
 // orderState is what the order check keeps between samples.
 type orderState struct {
 	// spec is the spec aggType and seqType were read for.
-	spec             *Spec
+	spec             *boundSpec
 	aggType, seqType string
 	// tracked maps each aggregate known to be overtaken (as text) to the
 	// highest published sequence known to overtake it (as text).
@@ -46,74 +45,16 @@ type orderGroup struct {
 	rows   int64
 }
 
-// overtakes is the published query's probe of one published row t: an
-// unpublished row of its aggregate with a lower sequence. Columns: the
-// aggregate as text when it overtakes one (else NULL), the sequence.
-func (s *Spec) overtakes() []string {
-	o := s.O
-	// The filter names columns unqualified, so inside the probe it binds
-	// to the probed row u.
-	probe := fmt.Sprintf(`SELECT 1 FROM %s u WHERE %s`, s.table, s.where(
-		"u."+pg.Ident(o.Aggregate)+" = "+col(o.Aggregate), "u."+pg.Ident(o.Sequence)+" < "+col(o.Sequence),
-		s.rules("u.").unpublished()))
-	return []string{"CASE WHEN EXISTS (" + probe + ") THEN " + col(o.Aggregate) + "::text END",
-		"coalesce(" + col(o.Sequence) + "::text, '')"}
-}
-
-// orderSeedQuery is the full scan: the overtaken aggregates among at most
-// max_count+1 unpublished rows, each with its highest published sequence.
-// Columns: aggregate, sequence, as text.
-func (s *Spec) orderSeedQuery() string {
-	if !OrderEnabled(s.O) {
-		return ""
-	}
-	o := s.O
-	top := fmt.Sprintf(`(SELECT max(%s) FROM %s t WHERE %s)::text`, col(o.Sequence), s.table,
-		s.where(col(o.Aggregate)+" = u.ag", s.publishedPredicate("t.")))
-	return fmt.Sprintf(`SELECT DISTINCT u.ag::text, %s
-FROM (SELECT %s AS ag, %s AS sq FROM %s t WHERE %s LIMIT %d) u
-WHERE EXISTS (%s)`, top, col(o.Aggregate), col(o.Sequence), s.table, s.where(s.UnpublishedPredicate()),
-		o.MaxCount+1, s.overtaken("u"))
-}
-
-// orderRecountQuery counts the unpublished rows of the tracked aggregates
-// ($1, as text) below their overtaking sequences ($2, as text), by
-// aggregate and label values; aggType and seqType are the columns' types,
-// so that the aggregate is compared in its own type, through the index.
-// Columns: aggregate, labels..., rows.
-func (s *Spec) orderRecountQuery(aggType, seqType string) string {
-	o := s.O
-	sel := []string{"a.ag"}
-	group := []string{"1"}
-	for i, l := range o.Labels {
-		sel = append(sel, col(l.Column)+"::text")
-		group = append(group, strconv.Itoa(i+2))
-	}
-	// The probe again, for these few rows: the overtaking row may have
-	// been deleted since (retention), and then the row is not overtaken.
-	still := fmt.Sprintf(`EXISTS (SELECT 1 FROM %s p WHERE %s)`, s.table, s.where(
-		"p."+pg.Ident(o.Aggregate)+" = "+col(o.Aggregate), "p."+pg.Ident(o.Sequence)+" > "+col(o.Sequence),
-		s.publishedPredicate("p.")))
-	return fmt.Sprintf(`SELECT %s, count(*)::int8 FROM unnest($1::text[], $2::text[]) a(ag, hi)
-JOIN %s t ON %s = a.ag::%s AND %s < a.hi::%s
-WHERE %s GROUP BY %s`, strings.Join(sel, ", "), s.table, col(o.Aggregate), aggType, col(o.Sequence), seqType,
-		s.where(s.UnpublishedPredicate(), still), strings.Join(group, ", "))
-}
-
-// orderTypesQuery reads the types of the aggregate and sequence columns.
-const orderTypesQuery = `SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
-WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND NOT a.attisdropped`
-
 // queueOrder adds the order check's batch queries: the column types when
 // the spec is new, the full scan when it is due.
-func (s *Sampler) queueOrder(b *pgx.Batch, spec *Spec, r *read) {
-	if !OrderEnabled(s.o) {
+func (s *Sampler) queueOrder(b *pgx.Batch, spec *boundSpec, r *read) {
+	if !outboxsql.OrderEnabled(s.o) {
 		return
 	}
 	st := &s.order
 	if st.spec != spec {
 		for i, c := range []string{s.o.Aggregate, s.o.Sequence} {
-			b.Queue(orderTypesQuery, spec.table, c).QueryRow(func(row pgx.Row) error {
+			b.Queue(outboxsql.OrderTypesQuery, spec.Table(), c).QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&r.order.types[i]); err != nil {
 					return fmt.Errorf("read the type of column %s: %w", c, err)
 				}
@@ -128,7 +69,7 @@ func (s *Sampler) queueOrder(b *pgx.Batch, spec *Spec, r *read) {
 	if st.spec != spec || s.o.PublishedAt == "" || time.Since(st.lastFull) >= rescan {
 		r.order.full = true
 		r.order.seed = map[string]string{}
-		b.Queue(spec.orderSeedQuery()).Query(func(rows pgx.Rows) error {
+		b.Queue(spec.OrderSeedQuery()).Query(func(rows pgx.Rows) error {
 			defer rows.Close()
 			for rows.Next() {
 				var ag, hi *string
@@ -151,8 +92,8 @@ func (s *Sampler) queueOrder(b *pgx.Batch, spec *Spec, r *read) {
 // read as published overtake, and counts the unpublished rows of every
 // tracked aggregate again, dropping those no longer overtaken. It changes
 // nothing in the sampler (applyOrder does).
-func (s *Sampler) fetchOrder(ctx context.Context, conn *pgx.Conn, spec *Spec, r *read) error {
-	if !OrderEnabled(s.o) {
+func (s *Sampler) fetchOrder(ctx context.Context, conn *pgx.Conn, spec *boundSpec, r *read) error {
+	if !outboxsql.OrderEnabled(s.o) {
 		return nil
 	}
 	st, or := &s.order, &r.order
@@ -193,7 +134,7 @@ func (s *Sampler) fetchOrder(ctx context.Context, conn *pgx.Conn, spec *Spec, r 
 	nl := len(s.o.Labels)
 	still := map[string]bool{}
 	err := pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, spec.orderRecountQuery(aggType, seqType), aggs, his)
+		rows, err := tx.Query(ctx, spec.OrderRecountQuery(aggType, seqType), aggs, his)
 		if err != nil {
 			return err
 		}
@@ -244,7 +185,7 @@ func raise(tracked map[string]string, ag, hi string) {
 // applyOrder adds the out-of-order counts to the series at gives and
 // keeps what the next sample needs.
 func (s *Sampler) applyOrder(r *read, at func([]string) *Series) {
-	if !OrderEnabled(s.o) {
+	if !outboxsql.OrderEnabled(s.o) {
 		return
 	}
 	for _, g := range r.order.groups {
@@ -258,17 +199,6 @@ func (s *Sampler) applyOrder(r *read, at func([]string) *Series) {
 		st.lastFull = time.Now()
 	}
 	st.tracked = r.order.tracked
-}
-
-// publishedExtras are the published query's columns beyond id, labels,
-// published_at and latency: the receipt (receipt.go), then the order
-// probe.
-func (s *Spec) publishedExtras() []string {
-	out := s.receiptExprs()
-	if OrderEnabled(s.O) {
-		out = append(out, s.overtakes()...)
-	}
-	return out
 }
 
 // publishedExtraDest are the scan destinations of publishedExtras, told

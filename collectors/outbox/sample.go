@@ -10,48 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
-
-// Series is what one combination of label values shows in a sample.
-type Series struct {
-	// Labels are the label values, in the configured label order; values
-	// beyond max_label_values are Other.
-	Labels []string
-	// Events counts rows by state, indexed like GaugeStates.
-	Events [4]float64
-	// OldestAge is the age in seconds of the oldest unpublished row, 0
-	// when none.
-	OldestAge float64
-	// Deadline is the deadline of these rows in seconds.
-	Deadline     float64
-	PastDeadline float64
-	Retried      float64
-	Unknown      float64
-	// Unclassified counts rows with a NULL status or one listed nowhere.
-	Unclassified float64
-	// Published and PublishedLate are cumulative since the sampler started.
-	Published     uint64
-	PublishedLate uint64
-	// OutOfOrder and NoReceipt: order.go, receipt.go.
-	OutOfOrder float64
-	NoReceipt  uint64
-}
-
-// Snapshot is one sample of an outbox.
-type Snapshot struct {
-	Series []Series
-	// Capped is true when a count was cut at max_count: the counts are
-	// then lower bounds (README, "Cost"; the oldest ages stay exact).
-	Capped bool
-	// LeaseExpirations is cumulative since the sampler started.
-	LeaseExpirations uint64
-	// Latency is the cumulative publish latency histogram.
-	LatencyBuckets map[float64]uint64
-	LatencyCount   uint64
-	LatencySum     float64
-}
 
 // Sampler samples one outbox and keeps what its counters need between
 // samples: the published watermark, the expired leases already counted,
@@ -63,7 +25,7 @@ type Sampler struct {
 	o    *config.Outbox
 	sem  chan struct{}
 
-	spec   *Spec
+	spec   *boundSpec
 	cap    *SeriesCap
 	tuples map[string]*tupleState
 	wm     Watermark
@@ -78,13 +40,6 @@ type Sampler struct {
 	behind time.Duration
 }
 
-type tupleState struct {
-	labels          []string
-	seen            time.Time
-	published, late uint64
-	noReceipt       uint64
-}
-
 // NewSampler returns a sampler of outbox name.
 func NewSampler(name string, o *config.Outbox) *Sampler {
 	return &Sampler{name: name, o: o, sem: make(chan struct{}, 1), tuples: map[string]*tupleState{},
@@ -96,53 +51,6 @@ func NewSampler(name string, o *config.Outbox) *Sampler {
 // count under, as the last sample admitted them. The oracle test judges
 // every series by it.
 func (s *Sampler) Fold(vals []string) []string { return s.cap.Fold(vals) }
-
-// part says which query a group was read by.
-type part int
-
-const (
-	// partAll: the state query, exact (not capped).
-	partAll part = iota
-	// partPending, partClaimed, partUnknown: the capped reads. Unknown
-	// results of unclaimed rows come from partUnknown only, so that no
-	// row is counted twice.
-	partPending
-	partClaimed
-	partUnknown
-	// partClaimedCapped: the claimed rows' per label set reads, whose
-	// unknown results come from partUnknown.
-	partClaimedCapped
-)
-
-type group struct {
-	part   part
-	facts  Facts
-	labels []string
-	rows   int64
-	age    float64
-	// late holds the rows past each of Spec.Deadlines.
-	late []int64
-}
-
-type oldest struct {
-	labels []string
-	age    float64
-}
-
-// read is what one sample's queries fetched, before any decision.
-type read struct {
-	now          int64
-	groups       []group
-	oldest       []oldest
-	dead         []group
-	unclassified []group
-	leases       []Mark
-	live         []liveLease
-	fates        map[string]leaseFate
-	published    []PublishedRow
-	capped       bool
-	order        orderRead
-}
 
 // Sample runs the outbox's queries (sessions of pool are read-only) and
 // returns the snapshot. It returns by ctx's deadline (pgx cancels the
@@ -202,13 +110,8 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (
 	spec := s.spec
 	if spec == nil {
 		err := pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
-			cols, err := Introspect(ctx, tx, s.o.Table)
-			if err != nil {
-				return err
-			}
-			if spec, err = NewSpec(s.name, s.o, cols); err == nil {
-				spec.behind = s.behind
-			}
+			var err error
+			spec, err = openSpec(ctx, tx, s.name, s.o, s.behind)
 			return err
 		})
 		if err != nil {
@@ -273,13 +176,13 @@ func sendBatch(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, b *pgx.Batch)
 // firstBatch queues the queries of every sample; c is the confirmed time
 // of the slot publishing the outbox, nil for an outbox published by a
 // relay.
-func (s *Sampler) firstBatch(spec *Spec, r *read, c *Confirmed) *pgx.Batch {
+func (s *Sampler) firstBatch(spec *boundSpec, r *read, c *Confirmed) *pgx.Batch {
 	nl := len(s.o.Labels)
 	b := &pgx.Batch{}
 	if c != nil {
 		queueConfirmed(b, *c)
 	}
-	b.Queue(NowQuery).QueryRow(func(row pgx.Row) error {
+	b.Queue(outboxsql.NowQuery).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&r.now); err != nil {
 			return fmt.Errorf("read now: %w", err)
 		}
@@ -333,7 +236,7 @@ func (s *Sampler) firstBatch(spec *Spec, r *read, c *Confirmed) *pgx.Batch {
 // than max_count unpublished or dead rows, and reports whether a count
 // was cut. While capped, the state query's groups are replaced by the
 // capped reads'.
-func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
+func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 	nl := len(s.o.Labels)
 	max := int64(s.o.MaxCount)
 	stateCapped, deadCapped, unclCapped := total(r.groups) > max, total(r.dead) > max, total(r.unclassified) > max
@@ -368,12 +271,9 @@ func (s *Sampler) cappedBatch(spec *Spec, r *read) (*pgx.Batch, bool) {
 	return b, true
 }
 
-// claimedCappedBatch replaces the claimed rows' groups by the per label
-// set reads of ClaimedCappedQuery and ClaimedUnknownQuery when more than
-// max_count rows are claimed, and the unclaimed unknown results by
-// UnknownCappedQuery's when more than max_count have one; nil when
-// neither is.
-func (s *Spec) overCap(r *read, p part) bool {
+// overCap reports whether more than max_count rows were read by part p
+// of the first batch.
+func overCap(s *boundSpec, r *read, p part) bool {
 	var n int64
 	for _, g := range r.groups {
 		if g.part == p {
@@ -383,8 +283,13 @@ func (s *Spec) overCap(r *read, p part) bool {
 	return n > int64(s.O.MaxCount)
 }
 
-func (s *Sampler) claimedCappedBatch(spec *Spec, r *read) *pgx.Batch {
-	claimed, unknown := spec.overCap(r, partClaimed), spec.overCap(r, partUnknown)
+// claimedCappedBatch replaces the claimed rows' groups by the per label
+// set reads of ClaimedCappedQuery and ClaimedUnknownQuery when more than
+// max_count rows are claimed, and the unclaimed unknown results by
+// UnknownCappedQuery's when more than max_count have one; nil when
+// neither is.
+func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
+	claimed, unknown := overCap(spec, r, partClaimed), overCap(spec, r, partUnknown)
 	if !claimed && !unknown {
 		return nil
 	}
@@ -414,4 +319,32 @@ func total(gs []group) int64 {
 		n += g.rows
 	}
 	return n
+}
+
+// boundSpec is an outbox's queries built for its table's columns, with
+// the rules that decide a row's state from what they read: both depend
+// on the column types (an integer status is read in canonical form).
+type boundSpec struct {
+	*outboxsql.Spec
+	Rules *Rules
+}
+
+// openSpec reads the columns of outbox name's table and builds its
+// queries and rules; behind is the lookback of an outbox published by a
+// replication slot, 0 for any other.
+func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.Outbox, behind time.Duration) (*boundSpec, error) {
+	cols, err := outboxsql.Introspect(ctx, q, o.Table)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := outboxsql.NewSpec(name, o, cols)
+	if err != nil {
+		return nil, err
+	}
+	spec.Behind = behind
+	rules, err := NewRules(o, spec.IntStatus)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %q: %w", name, err)
+	}
+	return &boundSpec{Spec: spec, Rules: rules}, nil
 }

@@ -4,9 +4,65 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
+
+// part says which query a group was read by.
+type part int
+
+const (
+	// partAll: the state query, exact (not capped).
+	partAll part = iota
+	// partPending, partClaimed, partUnknown: the capped reads. Unknown
+	// results of unclaimed rows come from partUnknown only, so that no
+	// row is counted twice.
+	partPending
+	partClaimed
+	partUnknown
+	// partClaimedCapped: the claimed rows' per label set reads, whose
+	// unknown results come from partUnknown.
+	partClaimedCapped
+)
+
+type group struct {
+	part   part
+	facts  Facts
+	labels []string
+	rows   int64
+	age    float64
+	// late holds the rows past each of the outbox's deadlines.
+	late map[time.Duration]int64
+}
+
+type oldest struct {
+	labels []string
+	age    float64
+}
+
+// read is what one sample's queries fetched, before any decision.
+type read struct {
+	now          int64
+	groups       []group
+	oldest       []oldest
+	dead         []group
+	unclassified []group
+	leases       []Mark
+	live         []liveLease
+	fates        map[string]leaseFate
+	published    []PublishedRow
+	capped       bool
+	order        orderRead
+}
+
+// FactsFromBits decodes the facts column of the state query.
+func FactsFromBits(status string, bits int32) Facts {
+	return Facts{Status: status, ClaimSet: bits&outboxsql.FactClaim != 0, LeasePassed: bits&outboxsql.FactLeasePassed != 0,
+		Attempted: bits&outboxsql.FactAttempted != 0, UnknownWhen: bits&outboxsql.FactUnknownWhen != 0}
+}
 
 // strs turns label values read from the table into label values: NULL
 // is "", and invalid UTF-8 (text in a SQL_ASCII database may hold any
@@ -24,7 +80,7 @@ func strs(ps []*string) []string {
 
 // queueGroups queues a state-shaped query whose groups are appended to
 // *dst, tagged with the part that read them.
-func queueGroups(b *pgx.Batch, q string, spec *Spec, p part, dst *[]group, what string) {
+func queueGroups(b *pgx.Batch, q string, spec *boundSpec, p part, dst *[]group, what string) {
 	b.Queue(q).Query(func(rows pgx.Rows) error {
 		gs, err := scanGroups(rows, spec)
 		if err != nil {
@@ -52,13 +108,14 @@ func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
 }
 
 // scanGroups reads a state-shaped query.
-func scanGroups(rows pgx.Rows, spec *Spec) ([]group, error) {
+func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 	defer rows.Close()
-	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
+	nl, ds := len(spec.O.Labels), spec.Deadlines()
 	var out []group
 	for rows.Next() {
 		var (
-			g      = group{late: make([]int64, nd)}
+			g      group
+			late   = make([]int64, len(ds))
 			labels = make([]*string, nl)
 			age    *float64
 			status string
@@ -69,11 +126,15 @@ func scanGroups(rows pgx.Rows, spec *Spec) ([]group, error) {
 			dest = append(dest, &labels[i])
 		}
 		dest = append(dest, &g.rows, &age)
-		for i := range g.late {
-			dest = append(dest, &g.late[i])
+		for i := range late {
+			dest = append(dest, &late[i])
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
+		}
+		g.late = make(map[time.Duration]int64, len(ds))
+		for i, d := range ds {
+			g.late[d] = late[i]
 		}
 		g.labels = strs(labels)
 		g.facts = FactsFromBits(status, bits)

@@ -1,23 +1,14 @@
-// Package outbox samples an outbox table: the state of its unpublished and
-// dead rows, the rows published since the last sample, the leases that
-// expired, and the oldest rows stuck in it. It also checks that the table
-// has the columns and the indexes its queries need.
-//
-// Decisions (a row's state, an unknown result, a deadline, which label
-// values keep their own series) are pure functions of this file and
-// labels.go; the queries only fetch the facts they are decided from.
 package outbox
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
-// State is the state of an outbox row, as SPEC "States of an outbox row"
-// defines it.
+// State is the state of an outbox row, as the configuration's status
+// lists, timestamps and lease columns decide it (Rules.Classify).
 type State int
 
 // The states a row can be in. Pending, InFlight and LeaseExpired rows are
@@ -105,7 +96,7 @@ func NewRules(o *config.Outbox, intStatus bool) (*Rules, error) {
 	set := func(vals []string) map[string]bool {
 		m := map[string]bool{}
 		for _, v := range vals {
-			c, e := canonicalStatus(v, intStatus)
+			c, e := outboxsql.CanonicalStatus(v, intStatus)
 			if e != nil && err == nil {
 				err = e
 			}
@@ -122,25 +113,6 @@ func NewRules(o *config.Outbox, intStatus bool) (*Rules, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// canonicalStatus returns a configured status value as the query will
-// read it back (status::text).
-func canonicalStatus(v string, intStatus bool) (string, error) {
-	if !intStatus {
-		return v, nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		return "", &statusError{value: v}
-	}
-	return strconv.FormatInt(n, 10), nil
-}
-
-type statusError struct{ value string }
-
-func (e *statusError) Error() string {
-	return "status value " + strconv.Quote(e.value) + " is not an integer, but the status column is"
 }
 
 // Classify decides the state of a row from its facts.
@@ -202,7 +174,8 @@ func (r *Rules) Classify(f Facts) State {
 // publish result: its status is in unknown, its lease expired after a
 // publish attempt had begun (attempts > 0), or the unknown_when predicate
 // holds. The broker may already hold such a row, so a retry may duplicate
-// it (seed 000, C4-C5). Published, dead and ignored rows never have one.
+// it (the relay died after sending and before marking the row).
+// Published, dead and ignored rows never have one.
 func (r *Rules) Unknown(s State, f Facts) bool {
 	switch s {
 	case Pending, InFlight, LeaseExpired:

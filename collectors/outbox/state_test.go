@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -243,11 +244,11 @@ func TestHistogram(t *testing.T) {
 }
 
 func TestIndexName(t *testing.T) {
-	if got := IndexName("messages", "unpublished"); got != "outbox_exporter_messages_unpublished" {
+	if got := outboxsql.IndexName("messages", "unpublished"); got != "outbox_exporter_messages_unpublished" {
 		t.Errorf("IndexName = %q", got)
 	}
-	long := IndexName(strings.Repeat("x", 60), "unpublished")
-	if len(long) > 63 || !strings.HasSuffix(long, "_unpublished") || long != IndexName(strings.Repeat("x", 60), "unpublished") {
+	long := outboxsql.IndexName(strings.Repeat("x", 60), "unpublished")
+	if len(long) > 63 || !strings.HasSuffix(long, "_unpublished") || long != outboxsql.IndexName(strings.Repeat("x", 60), "unpublished") {
 		t.Errorf("long IndexName = %q (%d)", long, len(long))
 	}
 }

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -10,12 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // LastErrorChars is how many characters of last_error a stuck row shows.
-const LastErrorChars = 200
+const LastErrorChars = outboxsql.LastErrorChars
 
 // MaxStuckRows bounds the limit of a Stuck call.
 const MaxStuckRows = 1000
@@ -90,15 +92,10 @@ func stuck(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 }
 
 func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limit int, behind time.Duration) ([]StuckRow, error) {
-	cols, err := Introspect(ctx, tx, o.Table)
+	spec, err := openSpec(ctx, tx, name, o, behind)
 	if err != nil {
 		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
 	}
-	spec, err := NewSpec(name, o, cols)
-	if err != nil {
-		return nil, err
-	}
-	spec.behind = behind
 	rows, err := tx.Query(ctx, spec.StuckQuery(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("stuck rows of outbox %q: %w", name, err)
@@ -134,7 +131,7 @@ func stuckTx(ctx context.Context, tx pgx.Tx, name string, o *config.Outbox, limi
 // decide fills in what a scanned stuck row's facts and label values say:
 // its state, whether its result is unknown, its labels and whether it is
 // past its deadline; and trims its last error.
-func (r *StuckRow) decide(spec *Spec, f Facts, vals []string) {
+func (r *StuckRow) decide(spec *boundSpec, f Facts, vals []string) {
 	o := spec.O
 	r.State = spec.Rules.Classify(f)
 	r.UnknownResult = spec.Rules.Unknown(r.State, f)
@@ -146,4 +143,67 @@ func (r *StuckRow) decide(spec *Spec, f Facts, vals []string) {
 		}
 	}
 	r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
+}
+
+// withOrder adds to the oldest rows of a stuck-rows answer the rows out
+// of order (at most limit more), each with its aggregate, its sequence
+// and the sequence that overtook it, and keeps the answer oldest first.
+func withOrder(ctx context.Context, tx pgx.Tx, spec *boundSpec, rows []StuckRow, limit int) ([]StuckRow, error) {
+	if !outboxsql.OrderEnabled(spec.O) {
+		return rows, nil
+	}
+	o := spec.O
+	res, err := tx.Query(ctx, spec.StuckOrderQuery(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("out-of-order rows of outbox %q: %w", spec.Name, err)
+	}
+	defer res.Close()
+	at := map[string]int{}
+	for i, r := range rows {
+		at[r.ID] = i
+	}
+	nl := len(o.Labels)
+	for res.Next() {
+		var (
+			r      StuckRow
+			f      Facts
+			labels = make([]*string, nl)
+			agg    *string
+			seq    string
+			over   string
+		)
+		dest := []any{&r.ID, &f.Status, &f.ClaimSet, &f.LeasePassed, &f.Attempted, &f.UnknownWhen}
+		for i := range labels {
+			dest = append(dest, &labels[i])
+		}
+		dest = append(dest, &r.AgeSeconds, &r.Attempts, &r.LastError, &agg, &seq, &over)
+		if err := res.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("out-of-order rows of outbox %q: %w", spec.Name, err)
+		}
+		r.ID = strings.ToValidUTF8(r.ID, "\uFFFD")
+		order := &StuckOrder{Sequence: seq, OvertakenBy: over}
+		if agg != nil {
+			order.Aggregate = strings.ToValidUTF8(*agg, "\uFFFD")
+		}
+		if i, ok := at[r.ID]; ok {
+			rows[i].Order = order
+			continue
+		}
+		r.decide(spec, f, strs(labels))
+		r.Order = order
+		rows = append(rows, r)
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("out-of-order rows of outbox %q: %w", spec.Name, err)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].AgeSeconds > rows[j].AgeSeconds })
+	return rows, nil
+}
+
+// StuckOrder is, for a stuck row out of order, its place in its
+// aggregate and the published sequence that overtook it.
+type StuckOrder struct {
+	Aggregate   string `json:"aggregate"`
+	Sequence    string `json:"sequence"`
+	OvertakenBy string `json:"overtaken_by"`
 }

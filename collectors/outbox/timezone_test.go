@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
 // TestOldestQueryIndexFriendlyOnTimestamp: on a `timestamp without time
 // zone` column the oldest-row query takes min() of the column itself, so
 // the index answers it from one entry (a Limit in the plan), instead of
-// converting every entry inside min() (issue 14, item 6: a parallel scan
-// of the backlog).
+// converting every entry inside min() (a parallel scan of the backlog).
 func TestOldestQueryIndexFriendlyOnTimestamp(t *testing.T) {
 	for _, zone := range []string{"", "UTC"} {
 		t.Run("time_zone="+zone, func(t *testing.T) {
@@ -24,11 +24,11 @@ func TestOldestQueryIndexFriendlyOnTimestamp(t *testing.T) {
 				Published: []string{"PUBLISHED"}, Deadline: time.Minute, MaxLabelValues: 10, MaxCount: 10, TimeZone: zone}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cols, err := Introspect(ctx, pool, "q")
+			cols, err := outboxsql.Introspect(ctx, pool, "q")
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := NewSpec("q", o, cols)
+			s, err := outboxsql.NewSpec("q", o, cols)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestOldestQueryIndexFriendlyOnTimestamp(t *testing.T) {
 
 // TestCheckSaysZoneAndUnnamedStatuses: check says in which zone it reads
 // timestamp columns, and lists the status values the config names in no
-// state, with counts, through the unclassified index (item 6, item 7).
+// state, with counts, through the unclassified index.
 func TestCheckSaysZoneAndUnnamedStatuses(t *testing.T) {
 	db, pool := setup(t, `CREATE TABLE outbox (event_id bigint PRIMARY KEY, created_at timestamp NOT NULL DEFAULT now(),
 	  status text, published_at timestamp);

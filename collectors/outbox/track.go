@@ -2,17 +2,13 @@ package outbox
 
 import (
 	"sort"
-	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
 
-// SkewWindow is the commit skew the published counters tolerate: a row
-// whose transaction commits up to SkewWindow after its published_at is
-// still counted, exactly once. Each read of published rows goes back
-// SkewWindow before the previous read's time, and the ids already counted
-// inside that trailing window are remembered, so a re-read row is not
-// counted again. A row that becomes visible later than SkewWindow after
-// its published_at is missed.
-const SkewWindow = 30 * time.Second
+// SkewWindow is the commit skew the published counters tolerate (see
+// outboxsql.SkewWindow, where the reads of published rows use it).
+const SkewWindow = outboxsql.SkewWindow
 
 // Mark is one row read by a watermark query: its key and the time it
 // crossed the watermark, in microseconds since the Unix epoch.
@@ -30,7 +26,7 @@ type PublishedRow struct {
 	// Latency is published_at - created_at in seconds; nil when
 	// created_at is NULL (such a row has no latency, not a latency of 0).
 	Latency *float64
-	// NoReceipt: the receipt column is NULL or empty (receipt.go).
+	// NoReceipt: the receipt column is NULL or empty (outboxsql/receipt.go).
 	NoReceipt bool
 	// Overtakes is the row's aggregate when an unpublished row of it has
 	// a lower sequence, Sequence the row's (order_track.go).

@@ -1,9 +1,10 @@
-package outbox
+package outboxsql
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
@@ -38,7 +39,7 @@ func sinceBound() string {
 // many rows costs one read of them. Columns: id, lease column and expiry,
 // both in microseconds since the epoch.
 func (s *Spec) LeaseQuery() string {
-	lc := s.leaseColumn()
+	lc := s.LeaseColumn()
 	if lc == "" {
 		return ""
 	}
@@ -64,7 +65,7 @@ FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 // moved on in between (a reclaim, a late publish). "" without a lease.
 // Columns: id, lease column and expiry in microseconds since the epoch.
 func (s *Spec) LiveLeaseQuery() string {
-	lc := s.leaseColumn()
+	lc := s.LeaseColumn()
 	if lc == "" {
 		return ""
 	}
@@ -81,10 +82,10 @@ FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 
 // Fate classes of LeaseFateQuery.
 const (
-	fateUnpublished = iota
-	fatePublished
-	fateDead
-	fateUnclassified
+	FateUnpublished = iota
+	FatePublished
+	FateDead
+	FateUnclassified
 )
 
 // LeaseFateQuery reads, for the ids in $1 (text), what became of each
@@ -93,22 +94,22 @@ const (
 // configured). It looks the ids up by the id column's own type, so that
 // its index serves it. "" without a lease.
 func (s *Spec) LeaseFateQuery() string {
-	lc := s.leaseColumn()
+	lc := s.LeaseColumn()
 	if lc == "" {
 		return ""
 	}
 	r := s.rules("t.")
 	class := "CASE"
 	if p := r.published(); p != "" {
-		class += " WHEN " + p + " THEN " + strconv.Itoa(fatePublished)
+		class += " WHEN " + p + " THEN " + strconv.Itoa(FatePublished)
 	}
 	if p := r.dead(); p != "" {
-		class += " WHEN " + p + " THEN " + strconv.Itoa(fateDead)
+		class += " WHEN " + p + " THEN " + strconv.Itoa(FateDead)
 	}
 	if up := r.unpublished(); up != "" {
-		class += " WHEN " + up + " THEN " + strconv.Itoa(fateUnpublished) + " ELSE " + strconv.Itoa(fateUnclassified) + " END"
+		class += " WHEN " + up + " THEN " + strconv.Itoa(FateUnpublished) + " ELSE " + strconv.Itoa(FateUnclassified) + " END"
 	} else {
-		class = strconv.Itoa(fateUnpublished)
+		class = strconv.Itoa(FateUnpublished)
 	}
 	claimed := "false"
 	if cl := s.ClaimedPredicate(); cl != "" {
@@ -209,3 +210,15 @@ SELECT %s FROM (
 ) u ORDER BY u.ord LIMIT $1`,
 		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples, rows)
 }
+
+// SkewWindow is the commit skew the published counters tolerate: a row
+// whose transaction commits up to SkewWindow after its published_at is
+// still counted, exactly once. Each read of published rows goes back
+// SkewWindow before the previous read's time, and the ids already counted
+// inside that trailing window are remembered, so a re-read row is not
+// counted again. A row that becomes visible later than SkewWindow after
+// its published_at is missed.
+const SkewWindow = 30 * time.Second
+
+// LastErrorChars is how many characters of last_error a stuck row shows.
+const LastErrorChars = 200

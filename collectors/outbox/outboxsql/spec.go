@@ -1,4 +1,4 @@
-package outbox
+package outboxsql
 
 import (
 	"fmt"
@@ -11,23 +11,23 @@ import (
 )
 
 // Spec is an outbox's configuration joined with its table's column types:
-// it builds the queries and decides from what they read.
+// it builds the queries the collector, the stuck-rows page and check run.
 type Spec struct {
 	Name      string
 	O         *config.Outbox
-	Rules     *Rules
 	IntStatus bool
 	table     string
 	cols      map[string]Column
-	// behind is the lookback of an outbox published by a replication
+	// Behind is the lookback of an outbox published by a replication
 	// slot (behind.go); 0 for any other.
-	behind time.Duration
+	Behind time.Duration
 }
 
 // NewSpec builds the queries of outbox name. cols are the table's columns
 // from Introspect; the status column's type decides how status values are
-// written, and the timestamp columns' types how they are compared (Check
-// judges the rest).
+// written, and the timestamp columns' types how they are compared (the
+// outbox's check judges the rest). With an integer status column, every
+// configured status value must be an integer.
 func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, error) {
 	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
 	if o.Status != "" {
@@ -37,25 +37,30 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 		}
 		s.IntStatus = c.IsInteger()
 	}
-	r, err := NewRules(o, s.IntStatus)
-	if err != nil {
-		return nil, fmt.Errorf("outbox %q: %w", name, err)
+	for _, vals := range [][]string{o.Pending, o.InFlight, o.Published, o.Dead, o.Unknown} {
+		for _, v := range vals {
+			if _, err := CanonicalStatus(v, s.IntStatus); err != nil {
+				return nil, fmt.Errorf("outbox %q: %w", name, err)
+			}
+		}
 	}
-	s.Rules = r
 	return s, nil
 }
 
+// Table is the outbox's table as the queries name it, quoted.
+func (s *Spec) Table() string { return s.table }
+
 func col(name string) string { return "t." + pg.Ident(name) }
 
-// zoned reports a `timestamp without time zone` column: its values are
+// Zoned reports a `timestamp without time zone` column: its values are
 // read in the time_zone of the config, else in the session's TimeZone.
-func (s *Spec) zoned(c string) bool { return s.cols[c].Type == "timestamp" }
+func (s *Spec) Zoned(c string) bool { return s.cols[c].Type == "timestamp" }
 
 // tz is expr, a value of column c's type, as timestamptz. The conversion
 // is applied to the value, never to the column inside an aggregate or a
-// comparison, so that the column's index still serves the query (item 6).
+// comparison, so that the column's index still serves the query.
 func (s *Spec) tz(c, expr string) string {
-	if !s.zoned(c) {
+	if !s.Zoned(c) {
 		return expr
 	}
 	if s.O.TimeZone != "" {
@@ -69,7 +74,7 @@ func (s *Spec) tz(c, expr string) string {
 // compared in its time_zone; without one, timestamp against timestamptz
 // is a cross-type B-tree operator in the session's TimeZone.
 func (s *Spec) bound(c, tzExpr string) string {
-	if s.zoned(c) && s.O.TimeZone != "" {
+	if s.Zoned(c) && s.O.TimeZone != "" {
 		return "((" + tzExpr + ") AT TIME ZONE " + pg.Literal(s.O.TimeZone) + ")"
 	}
 	return tzExpr
@@ -89,7 +94,7 @@ func interval(d time.Duration) string {
 // ('PENDING','CLAIMED'); integers in canonical form.
 func (s *Spec) literal(v string) string {
 	if s.IntStatus {
-		c, _ := canonicalStatus(v, true) // NewRules checked them
+		c, _ := CanonicalStatus(v, true) // NewSpec checked them
 		return c
 	}
 	return pg.Literal(v)
@@ -151,9 +156,9 @@ func (s *Spec) labelExprs() []string {
 	return out
 }
 
-// leaseColumn is the column whose value identifies a lease: lease_until,
+// LeaseColumn is the column whose value identifies a lease: lease_until,
 // or claimed_at with lease_ttl; "" without a lease to judge.
-func (s *Spec) leaseColumn() string {
+func (s *Spec) LeaseColumn() string {
 	if s.O.LeaseUntil != "" {
 		return s.O.LeaseUntil
 	}
@@ -166,7 +171,7 @@ func (s *Spec) leaseColumn() string {
 // leasePassed is the condition that the lease of column value v (an
 // expression of the lease column's type) has passed; "" without a lease.
 func (s *Spec) leasePassed(v string) string {
-	lc := s.leaseColumn()
+	lc := s.LeaseColumn()
 	switch {
 	case lc == "":
 		return ""
@@ -180,7 +185,7 @@ func (s *Spec) leasePassed(v string) string {
 // leaseExpiry is the expiry, as timestamptz, of the lease whose column
 // value is v.
 func (s *Spec) leaseExpiry(v string) string {
-	lc := s.leaseColumn()
+	lc := s.LeaseColumn()
 	if s.O.LeaseUntil != "" {
 		return s.tz(lc, v)
 	}
@@ -199,7 +204,7 @@ func (s *Spec) factExprs() []string {
 	if cc := claimColumn(o); cc != "" {
 		claim = col(cc) + " IS NOT NULL"
 	}
-	if p := s.leasePassed(col(s.leaseColumn())); s.leaseColumn() != "" {
+	if p := s.leasePassed(col(s.LeaseColumn())); s.LeaseColumn() != "" {
 		passed = "coalesce(" + p + ", false)"
 	}
 	attempted := "false"
@@ -211,4 +216,24 @@ func (s *Spec) factExprs() []string {
 		uw = "coalesce((" + o.UnknownWhen + "), false)"
 	}
 	return []string{st, claim, passed, attempted, uw}
+}
+
+// CanonicalStatus returns a configured status value as the query will
+// read it back (status::text): an integer status in canonical decimal
+// form, so that "01" and "1" match.
+func CanonicalStatus(v string, intStatus bool) (string, error) {
+	if !intStatus {
+		return v, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return "", &statusError{value: v}
+	}
+	return strconv.FormatInt(n, 10), nil
+}
+
+type statusError struct{ value string }
+
+func (e *statusError) Error() string {
+	return "status value " + strconv.Quote(e.value) + " is not an integer, but the status column is"
 }

@@ -1,4 +1,4 @@
-package outbox
+package outboxsql_test
 
 import (
 	"context"
@@ -9,7 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
 
 // predicatesSchema holds every combination of status (each listed value,
@@ -47,7 +50,11 @@ type predicateCase struct {
 // claim column (NULL, lease passed, lease live), attempts and
 // unknown_when, under each style of configuration.
 func TestPredicatesAgreeWithClassify(t *testing.T) {
-	_, pool := setup(t, predicatesSchema)
+	db := pgtest.New(t)
+	db.Exec(t, predicatesSchema)
+	// The admin pool only reads here: the predicates are SELECT
+	// expressions, evaluated on the test's own database.
+	pool := db.Admin
 	for _, c := range predicateCases() {
 		t.Run(c.name, func(t *testing.T) { checkPredicates(t, pool, c.o) })
 	}
@@ -110,25 +117,19 @@ func predicateCases() []predicateCase {
 func checkPredicates(t *testing.T, pool *pgxpool.Pool, o config.Outbox) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cols, err := Introspect(ctx, pool, o.Table)
+	cols, err := outboxsql.Introspect(ctx, pool, o.Table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSpec("p", &o, cols)
+	s, err := outboxsql.NewSpec("p", &o, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := func(p string, neutral string) string {
-		if p == "" {
-			return neutral
-		}
-		return "coalesce(" + p + ", false)"
+	rules, err := outbox.NewRules(&o, s.IntStatus)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := s.rules("t.")
-	exprs := append(s.factExprs(), "t.published_at IS NOT NULL", "t.dead_at IS NOT NULL",
-		b(r.published(), "false"), b(r.dead(), "false"), b(r.unpublished(), "true"), b(r.claimed(), "false"),
-		b(r.unclassified(), "false"), b(s.unknownPredicate("t."), "false"), b(s.claimedUnknown(), "false"),
-		b(s.leasePassed(col(s.claimedOrder())), "false"))
+	exprs := s.ProbeExprs()
 	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s t", strings.Join(exprs, ", "), o.Table))
 	if err != nil {
 		t.Fatal(err)
@@ -136,16 +137,16 @@ func checkPredicates(t *testing.T, pool *pgxpool.Pool, o config.Outbox) {
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		var f Facts
+		var f outbox.Facts
 		var pub, dead, unpub, claimed, uncl, unkPending, unkClaimed, passed bool
 		if err := rows.Scan(&f.Status, &f.ClaimSet, &f.LeasePassed, &f.Attempted, &f.UnknownWhen,
 			&f.PublishedSet, &f.DeadSet, &pub, &dead, &unpub, &claimed, &uncl, &unkPending, &unkClaimed, &passed); err != nil {
 			t.Fatal(err)
 		}
-		st := s.Rules.Classify(f)
-		isUnpub := st == Pending || st == InFlight || st == LeaseExpired
+		st := rules.Classify(f)
+		isUnpub := st == outbox.Pending || st == outbox.InFlight || st == outbox.LeaseExpired
 		got := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", pub, dead, unpub, uncl)
-		want := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", st == Published, st == Dead, isUnpub, st == Ignored)
+		want := fmt.Sprintf("published=%v dead=%v unpublished=%v unclassified=%v", st == outbox.Published, st == outbox.Dead, isUnpub, st == outbox.Ignored)
 		if got != want {
 			t.Errorf("%+v (%v): SQL %s, Classify %s", f, st, got, want)
 		}
@@ -153,14 +154,14 @@ func checkPredicates(t *testing.T, pool *pgxpool.Pool, o config.Outbox) {
 			n++
 			continue
 		}
-		if claimed != (st != Pending) {
+		if claimed != (st != outbox.Pending) {
 			t.Errorf("%+v (%v): SQL claimed=%v", f, st, claimed)
 		}
-		if claimed && s.leaseColumn() != "" && passed != (st == LeaseExpired) {
+		if claimed && s.LeaseColumn() != "" && passed != (st == outbox.LeaseExpired) {
 			t.Errorf("%+v (%v): SQL lease passed=%v", f, st, passed)
 		}
 		unknown := (!claimed && unkPending) || (claimed && unkClaimed)
-		if unknown != s.Rules.Unknown(st, f) {
+		if unknown != rules.Unknown(st, f) {
 			t.Errorf("%+v (%v): SQL unknown=%v, Rules.Unknown %v", f, st, unknown, !unknown)
 		}
 		n++

@@ -1,4 +1,4 @@
-package outbox
+package outboxsql
 
 import (
 	"fmt"
@@ -20,19 +20,14 @@ type stateShape struct {
 	inner, outer, group, aggs []string
 }
 
-// Bits of the facts column of the state-shaped queries.
+// Bits of the facts column of the state-shaped queries: the claim column
+// is set, the lease has passed, attempts > 0, unknown_when holds.
 const (
-	factClaim = 1 << iota
-	factLeasePassed
-	factAttempted
-	factUnknownWhen
+	FactClaim = 1 << iota
+	FactLeasePassed
+	FactAttempted
+	FactUnknownWhen
 )
-
-// FactsFromBits decodes the facts column of the state query.
-func FactsFromBits(status string, bits int32) Facts {
-	return Facts{Status: status, ClaimSet: bits&factClaim != 0, LeasePassed: bits&factLeasePassed != 0,
-		Attempted: bits&factAttempted != 0, UnknownWhen: bits&factUnknownWhen != 0}
-}
 
 func (s *Spec) stateShape() stateShape {
 	o := s.O
@@ -45,11 +40,11 @@ func (s *Spec) stateShape() stateShape {
 	}
 	// (SELECT ...) around now() is an InitPlan: computed once, not per row.
 	var bits []string
-	claimed := strconv.Itoa(factClaim)
-	passed := strconv.Itoa(factClaim | factLeasePassed)
+	claimed := strconv.Itoa(FactClaim)
+	passed := strconv.Itoa(FactClaim | FactLeasePassed)
 	if cc := claimColumn(o); cc != "" {
 		add(col(cc), "cl")
-		if s.leaseColumn() != "" {
+		if s.LeaseColumn() != "" {
 			bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 WHEN "+s.leasePassedInit("s.cl")+" THEN "+passed+" ELSE "+claimed+" END")
 		} else {
 			bits = append(bits, "CASE WHEN s.cl IS NULL THEN 0 ELSE "+claimed+" END")
@@ -57,11 +52,11 @@ func (s *Spec) stateShape() stateShape {
 	}
 	if o.Attempts != "" {
 		add(col(o.Attempts), "at")
-		bits = append(bits, fmt.Sprintf("CASE WHEN s.at > 0 THEN %d ELSE 0 END", factAttempted))
+		bits = append(bits, fmt.Sprintf("CASE WHEN s.at > 0 THEN %d ELSE 0 END", FactAttempted))
 	}
 	if o.UnknownWhen != "" {
 		add("coalesce(("+o.UnknownWhen+"), false)", "uw")
-		bits = append(bits, fmt.Sprintf("CASE WHEN s.uw THEN %d ELSE 0 END", factUnknownWhen))
+		bits = append(bits, fmt.Sprintf("CASE WHEN s.uw THEN %d ELSE 0 END", FactUnknownWhen))
 	}
 	f := "0"
 	if len(bits) > 0 {
@@ -90,9 +85,9 @@ func (s *Spec) stateShape() stateShape {
 // leasePassedInit is leasePassed with now() computed once per query.
 func (s *Spec) leasePassedInit(v string) string {
 	if s.O.LeaseUntil != "" {
-		return v + " < (SELECT " + s.bound(s.leaseColumn(), "now()") + ")"
+		return v + " < (SELECT " + s.bound(s.LeaseColumn(), "now()") + ")"
 	}
-	return v + " < (SELECT " + s.bound(s.leaseColumn(), "now() - "+interval(s.O.LeaseTTL)) + ")"
+	return v + " < (SELECT " + s.bound(s.LeaseColumn(), "now() - "+interval(s.O.LeaseTTL)) + ")"
 }
 
 // aggregate is the state-shaped aggregate over the rows of from, a
@@ -183,16 +178,6 @@ func (s *Spec) Deadlines() []time.Duration {
 	return out
 }
 
-// lateColumn is the index, among Deadlines, of deadline d.
-func (s *Spec) lateColumn(d time.Duration) int {
-	for i, x := range s.Deadlines() {
-		if x == d {
-			return i
-		}
-	}
-	return 0
-}
-
 // DeadQuery counts dead rows by label values, at most MaxCount+1 of them.
 // "" when the outbox has no dead rows. Columns: labels..., rows.
 func (s *Spec) DeadQuery() string { return s.countByLabels(s.DeadPredicate()) }
@@ -272,7 +257,7 @@ func (s *Spec) OldestQuery() string {
 	labels := s.O.Labels
 	if len(labels) == 0 {
 		// min() of the column itself, converted afterwards: a conversion
-		// inside min() defeats the index (item 6).
+		// inside min() defeats the index.
 		return fmt.Sprintf(`SELECT coalesce(extract(epoch from now() - %s)::float8, 0) FROM %s t WHERE %s`,
 			s.tz(s.O.CreatedAt, "min("+col(s.O.CreatedAt)+")"), s.table, s.where(up))
 	}
@@ -335,7 +320,7 @@ func (s *Spec) perCombo(pred, order string, parts []string, shared int) string {
 // claimedOrder is the order of the claimed index after the labels: the
 // lease column, else created_at.
 func (s *Spec) claimedOrder() string {
-	if lc := s.leaseColumn(); lc != "" {
+	if lc := s.LeaseColumn(); lc != "" {
 		return lc
 	}
 	return s.O.CreatedAt
@@ -355,7 +340,7 @@ func (s *Spec) ClaimedCappedQuery() string {
 		return ""
 	}
 	parts := []string{""}
-	if lc := s.leaseColumn(); lc != "" {
+	if lc := s.LeaseColumn(); lc != "" {
 		// Each part a range of the claimed index, so none scans past the
 		// rows of another: passed, live, no lease.
 		live := col(lc) + " >= " + s.bound(lc, "now()")
@@ -373,7 +358,7 @@ func (s *Spec) ClaimedCappedQuery() string {
 // MaxCount rows.
 func (s *Spec) claimedReads() int {
 	n := 1
-	if s.leaseColumn() != "" {
+	if s.LeaseColumn() != "" {
 		n = 3
 	}
 	if s.claimedUnknown() != "" {
@@ -393,7 +378,7 @@ func (s *Spec) claimedUnknown() string {
 	if s.O.UnknownWhen != "" {
 		p = append(p, "("+s.O.UnknownWhen+")")
 	}
-	if lc := s.leaseColumn(); lc != "" && s.O.Attempts != "" {
+	if lc := s.LeaseColumn(); lc != "" && s.O.Attempts != "" {
 		p = append(p, "("+s.leasePassed(col(lc))+" AND "+col(s.O.Attempts)+" > 0)")
 	}
 	if len(p) == 0 {

@@ -1,6 +1,6 @@
-package outbox
+package outboxsql
 
-// Receipts (seed 004): a worker that marks a row sent records the
+// Receipts: a worker that marks a row sent records the
 // downstream's receipt id with it. A row marked published with no receipt
 // was marked without the downstream's confirmation (by hand, or by a
 // relay that gave up waiting), which hides the problem from the queue.

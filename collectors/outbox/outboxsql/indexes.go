@@ -1,4 +1,4 @@
-package outbox
+package outboxsql
 
 import (
 	"crypto/sha256"
@@ -104,7 +104,7 @@ func (s *Spec) Indexes() map[string]Index {
 		// not implied by the state query's, so the planner cannot pick it
 		// there instead of the covering unpublished index.
 		name, key, usage := "claimed", []string{o.CreatedAt}, "the claimed-row count"
-		if lc := s.leaseColumn(); lc != "" {
+		if lc := s.LeaseColumn(); lc != "" {
 			name, key, usage = "lease", []string{lc}, "the expired-lease and live-lease queries and the claimed-row count"
 		}
 		cols := append([]string{o.ID, o.Status, cc, o.Attempts, o.CreatedAt}, labels...)
@@ -135,7 +135,7 @@ func (s *Spec) Indexes() map[string]Index {
 		out["published_at"] = Index{Name: IndexName(s.Name, "published_at"), Columns: []string{o.PublishedAt},
 			For: "the published counters' watermark"}
 	}
-	if s.leaseColumn() != "" {
+	if s.LeaseColumn() != "" {
 		out["id"] = Index{Name: IndexName(s.Name, "id"), Columns: []string{o.ID},
 			For: "looking up what became of the leases seen live at the last sample"}
 	}
