@@ -32,8 +32,8 @@ func (b *builder) consumerAlerts() []Rule {
 				own),
 			// Retention (or compaction) deleted records the group had not
 			// consumed: those events are lost to it, and once it resumes
-			// at the log start no lag metric remembers them (seed 000,
-			// section six: a consumer offline past the broker's retention).
+			// at the log start no lag metric remembers them: a consumer offline past the
+			// broker's retention.
 			b.alert("OutboxConsumerRetentionLoss", SeverityCritical,
 				fmt.Sprintf("max by (%s) (outbox_consumer_retention_lost_messages%s) > 0", b.by("cluster", "group", "topic"), sel),
 				"1m",

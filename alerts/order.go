@@ -11,9 +11,9 @@ import (
 // half an hour of them means consumers keep applying events out of order.
 const orderSustained = "30m"
 
-// orderAlerts fire on per-aggregate order broken (seed 000, E9/E10) and on
-// rows marked published without the downstream's receipt (seed 004): a
-// ticket at once, a page when it lasts.
+// orderAlerts fire on per-aggregate order broken (two relays publishing
+// a later event of an aggregate before an earlier one) and on rows marked
+// published without the downstream's receipt: a ticket at once, a page when it lasts.
 func (b *builder) orderAlerts() []Rule {
 	rules := b.perOutbox(func(s outboxScope) []Rule {
 		var rules []Rule

@@ -63,8 +63,7 @@ func Build(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*App, 
 
 // Rebuild is Build for a reload: every part whose configuration did not
 // change is taken over from prev, state and all, so that counters do not
-// restart and the events around the reload are counted (issue 14, item
-// 4): the pools of unchanged databases, the samplers of unchanged
+// restart and the events around the reload are counted: the pools of unchanged databases, the samplers of unchanged
 // outboxes, the slot collectors (and WAL histories) of unchanged cdc
 // databases, the clients and caches of unchanged Kafka clusters, the
 // auditors of unchanged audits (still running) and, per reconcile job,

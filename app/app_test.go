@@ -80,7 +80,7 @@ const reloadSchema = `CREATE TABLE outbox (id bigint PRIMARY KEY, created_at tim
 // every part, so the published counter counts the row published around
 // the reload, and closing the old App leaves the kept pool, client,
 // auditor and scheduler working; a changed outbox (or cluster) starts
-// fresh (issue 14, item 4).
+// fresh.
 func TestReloadKeepsUnchangedParts(t *testing.T) {
 	db := pgtest.New(t)
 	db.Exec(t, reloadSchema+`INSERT INTO outbox (id) VALUES (1), (2)`)
@@ -165,7 +165,7 @@ func TestRebuildFailureLeavesPrevious(t *testing.T) {
 
 // TestReloadKeepsUnchangedReconcileJobs: a reload that changes one
 // reconcile job keeps the other's last result and its series, and the
-// changed job starts afresh, in the same scheduler (issue 14, item 4).
+// changed job starts afresh, in the same scheduler.
 func TestReloadKeepsUnchangedReconcileJobs(t *testing.T) {
 	db := pgtest.New(t)
 	db.Exec(t, reloadSchema+`INSERT INTO messages VALUES (1, 1, now() - interval '1 hour')`)

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// configYAML writes the exporter configuration (SPEC format) that watches
+// configYAML writes the exporter configuration that watches
 // a demo pipeline: its outbox, both consumer groups, a reconcile job of
 // messages against search_index, and an audit of the outbox against the
 // topic with every event sampled.

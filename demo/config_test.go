@@ -2,7 +2,6 @@ package demo
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +41,9 @@ func TestConfigYAMLParses(t *testing.T) {
 	}
 }
 
-func TestWriteConfigAndGuide(t *testing.T) {
+// TestWriteConfig: the demo's config is written readable by its owner
+// only (the DSN may hold a password) and loads.
+func TestWriteConfig(t *testing.T) {
 	o := Options{}
 	o.setDefaults()
 	p := &Pipeline{opts: o, dbURL: "postgres://postgres:pw@127.0.0.1:5432/outbox_demo", brokers: []string{"127.0.0.1:9092"}}
@@ -56,11 +57,5 @@ func TestWriteConfigAndGuide(t *testing.T) {
 	}
 	if _, err := config.Load(path); err != nil {
 		t.Fatalf("written config does not load: %v", err)
-	}
-	g := exporterGuide("http://127.0.0.1:9187", o)
-	for _, want := range []string{"http://127.0.0.1:9187/metrics", "/api/v1/stuck?outbox=messages", "/api/v1/reconcile?job=search_index", "/api/v1/audit?outbox=messages"} {
-		if !strings.Contains(g, want) {
-			t.Errorf("guide lacks %s:\n%s", want, g)
-		}
 	}
 }

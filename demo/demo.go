@@ -291,22 +291,6 @@ func (p *Pipeline) WriteConfig(dir string) (string, error) {
 	return path, nil
 }
 
-// AnnounceExporter tells the person watching where the exporter serves
-// (baseURL such as http://127.0.0.1:9187) and what to open.
-func (p *Pipeline) AnnounceExporter(baseURL string) {
-	p.say(exporterGuide(strings.TrimRight(baseURL, "/"), p.opts))
-}
-
-func exporterGuide(base string, o Options) string {
-	return fmt.Sprintf("The exporter watches the pipeline at %[1]s/ . Open:\n"+
-		"  %[1]s/                                 the on-call page: every outbox, group, reconcile job and audit against its deadline\n"+
-		"  %[1]s/metrics                          the metrics Prometheus scrapes (outbox_*)\n"+
-		"  %[1]s/api/v1/stuck?outbox=messages     the oldest unpublished rows\n"+
-		"  %[1]s/api/v1/reconcile?job=search_index the last reconcile findings (every %[2]s)\n"+
-		"  %[1]s/api/v1/audit?outbox=messages     ids published but not on the topic, or on the topic but not marked\n"+
-		"Each fault is announced here with the metric to watch. Stop with Ctrl-C.\n", base, o.ReconcileSchedule)
-}
-
 // Close stops every goroutine, client, Kafka cluster and PostgreSQL
 // process the pipeline started, and drops the database if DropOnClose.
 func (p *Pipeline) Close() error {

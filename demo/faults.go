@@ -18,7 +18,7 @@ type FaultKind string
 // The faults the demo injects, in the order it injects them.
 const (
 	// FaultRelayCrash: a relay claims a row and dies before publishing
-	// it (seed 000, C3). The row stays CLAIMED until its lease expires and
+	// it (crash point C3). The row stays CLAIMED until its lease expires and
 	// a relay takes it back.
 	FaultRelayCrash FaultKind = "relay_crash"
 	// FaultAckLost: the broker accepts the event but the relay never gets
@@ -42,10 +42,11 @@ const (
 	FaultRollbackAfterPublish FaultKind = "rollback_after_publish"
 	// FaultOrderOvertaken: a relay stalls on a message's event while
 	// another relay, one that does not keep per-message order, publishes
-	// the message's next version (seed 000, E9/E10). See order.go.
+	// the message's next version: two relays invert the order of E9 and
+	// E10. See order.go.
 	FaultOrderOvertaken FaultKind = "order_overtaken"
 	// FaultMarkedByHand: an operator marks a row PUBLISHED by hand before
-	// its relay recorded the downstream's receipt (seed 004).
+	// its relay recorded the downstream's receipt.
 	FaultMarkedByHand FaultKind = "marked_by_hand"
 )
 
@@ -54,13 +55,6 @@ var FaultKinds = []FaultKind{
 	FaultRelayCrash, FaultAckLost, FaultMarkBeforeSend, FaultConsumerStall,
 	FaultIndexRowLost, FaultMissingOutbox, FaultRollbackAfterPublish,
 	FaultOrderOvertaken, FaultMarkedByHand,
-}
-
-// relayFault reports whether a relay, not the fault injector, carries out
-// the fault.
-func (k FaultKind) relayFault() bool {
-	return k == FaultRelayCrash || k == FaultAckLost || k == FaultMarkBeforeSend ||
-		k == FaultOrderOvertaken || k == FaultMarkedByHand
 }
 
 // FaultRecord is one injected fault: what, when, and which ids carry its
@@ -113,7 +107,7 @@ func describe(r FaultRecord, o Options) string {
 	var what string
 	switch r.Kind {
 	case FaultRelayCrash:
-		what = fmt.Sprintf("A relay claimed event %s and crashed before publishing it (seed 000, C3). "+
+		what = fmt.Sprintf("A relay claimed event %s and crashed before publishing it (crash point C3). "+
 			"The row stays CLAIMED; its %s lease expires, and %s later another relay takes it back and publishes it. "+
 			"Meanwhile it ages past the %s outbox deadline.", ids(r), o.LeaseTTL, o.ReclaimAfter, o.OutboxDeadline)
 	case FaultAckLost:

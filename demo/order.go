@@ -11,11 +11,11 @@ import (
 
 // The demo's relays keep per-message order: a message's event is claimed
 // only once no earlier version of it is unpublished (relay.go). The
-// order_overtaken fault breaks it the way seed 000 tells: relay R1 claims
+// order_overtaken fault breaks it the way two relays do: relay R1 claims
 // E9 and stalls; the writer commits E10 after it; relay R2, an older
 // relay that claims any due row, takes E10 and publishes it. Consumers get
-// E10 first. The marked_by_hand fault is seed 004's: a row marked sent by
-// hand, without the downstream's receipt.
+// E10 first. The marked_by_hand fault is a row marked sent by hand,
+// without the downstream's receipt.
 
 // waitOvertaken bounds how long the fault waits for R2 to publish E10.
 const waitOvertaken = 30 * time.Second
@@ -150,11 +150,11 @@ func describeOrder(r FaultRecord, o Options) string {
 			late, ahead = r.EventIDs[0], r.EventIDs[1]
 		}
 		return fmt.Sprintf("A relay claimed event %s of message %s and stalls on it; the message's next version, event %s, "+
-			"was committed after it and another relay, one that does not keep per-message order, published it first (seed 000, E9/E10). "+
+			"was committed after it and another relay, one that does not keep per-message order, published it first. "+
 			"Consumers get the new version before the old one. The stalled relay publishes %s in %s.",
 			late, msgIDs(r), ahead, late, o.OrderStallFor)
 	}
-	return fmt.Sprintf("A relay sent event %s, and before it recorded the broker's receipt an operator marked the row PUBLISHED by hand (seed 004). "+
+	return fmt.Sprintf("A relay sent event %s, and before it recorded the broker's receipt an operator marked the row PUBLISHED by hand. "+
 		"This time the event did arrive, but nothing in the row shows it: a row marked by hand without confirming downstream "+
 		"hides a loss just as well.", ids(r))
 }

@@ -33,7 +33,7 @@ func (r *relay) claim(ctx context.Context, limit int) ([]outboxRow, error) {
 			    OR (status = 'CLAIMED' AND lease_until < now() - make_interval(secs => $3)))
 			  -- Per-aggregate order: a message's event waits while an
 			  -- earlier version is unpublished, so that no relay overtakes
-			  -- another (seed 000, E9/E10; order.go breaks it on purpose).
+			  -- another (order.go breaks it on purpose).
 			  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.message_id = outbox.message_id
 			    AND e.message_version < outbox.message_version AND e.status IN ('PENDING', 'CLAIMED'))
 			ORDER BY created_at

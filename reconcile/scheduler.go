@@ -2,7 +2,7 @@
 // with its outbox and with the derived target (a search index), on a
 // schedule, and reports the losses no queue metric can see: committed rows
 // without an outbox row, published events missing from the target, stale
-// target versions and orphaned target rows (seed 000, section six).
+// target versions and orphaned target rows.
 //
 // A run walks the authority's key space (a full sweep) or the key range of
 // the rows created within the window (a windowed run) in chunks sized to

@@ -72,8 +72,7 @@ type reloadRuns struct {
 // success and series unchanged, its run in progress going on (the choice:
 // an unchanged job's run continues in the kept state, and completes into
 // it), its places in the schedule. The changed job starts afresh, its run
-// in progress cancelled and logged; the removed job's series end (issue
-// 14, item 4).
+// in progress cancelled and logged; the removed job's series end.
 func TestReloadPerJob(t *testing.T) {
 	r := reloadRunsBefore(t)
 	reloadApply(t, r)

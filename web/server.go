@@ -148,6 +148,18 @@ func (s *Server) reload() error {
 	return nil
 }
 
+// Describe sends the descriptor of every metric the server may export:
+// its own (reload state, build info, Go runtime, process) and those of the
+// running App's collectors. The docs test lists them from here.
+func (s *Server) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range s.staticCs {
+		c.Describe(ch)
+	}
+	if a := s.App(); a != nil {
+		a.Exporter.Describe(ch)
+	}
+}
+
 // Close stops the running App.
 func (s *Server) Close() {
 	s.mu.Lock()

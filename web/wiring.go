@@ -14,8 +14,9 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/leader"
 )
 
-// stuckLimit is how many rows the page shows per outbox; stuckDefault and
-// the API's limit parameter bound /api/v1/stuck.
+// pageStuckRows is how many rows the page shows per outbox; stuckDefault
+// is /api/v1/stuck's limit when none is given (maxStuckLimit caps it);
+// pageQueryTime bounds the query the page sends for them.
 const (
 	pageStuckRows = 5
 	stuckDefault  = 20

@@ -19,7 +19,7 @@ import (
 // in PostgreSQL, on an outbox holding an hour of published rows at
 // 50 rows/s (180,000) and then 10,000 or 2,000,000 unpublished rows, with
 // the indexes `check` asks for. Baseline, in the same run: the query
-// before issue 14, which read the window's rows by created_at only (and so
+// the audit ran before it chose rows by publication time, which read the window's rows by created_at only (and so
 // missed backlog rows); ratios are against it.
 //
 //	go run ./bench/auditbench -mode query     # DATABASE_URL or 127.0.0.1:5432

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	toolkit "github.com/prometheus/exporter-toolkit/web"
@@ -57,23 +58,33 @@ func (c *cli) demoCmd(ctx context.Context, stdout io.Writer, logger *slog.Logger
 	go func() { errc <- toolkit.ListenAndServe(httpSrv, c.demoWeb, logger) }()
 
 	base := "http://" + displayAddr((*c.demoWeb.WebListenAddresses)[0])
+	fmt.Fprint(stdout, demoGuide(base, c.telemetryPath, cfgFile, p.Options().ReconcileSchedule, c.demoFaultEvery))
+
+	return waitServed(ctx, httpSrv, errc, logger, func() { say("Stopping the demo...") })
+}
+
+// demoGuide tells the person watching the demo where the exporter serves
+// (base such as http://127.0.0.1:9899), what to open, and how to
+// generate dashboards and rules for the demo's config.
+func demoGuide(base, telemetryPath, cfgFile, schedule string, faultEvery time.Duration) string {
+	var b strings.Builder
+	say := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	say("")
 	say("The exporter is watching the demo pipeline. Open:")
 	say("  %s/                       the on-call page: every outbox, group, reconcile job and audit against its deadline", base)
-	say("  %s%s                 the metrics Prometheus scrapes", base, c.telemetryPath)
+	say("  %s%s                 the metrics Prometheus scrapes (outbox_*)", base, telemetryPath)
 	say("  %s/api/v1/stuck?outbox=messages   the oldest unpublished rows", base)
-	say("  %s/api/v1/reconcile?job=search_index   the last reconcile findings", base)
-	say("  %s/api/v1/audit?outbox=messages   the publish audit's findings", base)
+	say("  %s/api/v1/reconcile?job=search_index   the last reconcile findings (a run %s)", base, schedule)
+	say("  %s/api/v1/audit?outbox=messages   ids published but not on the topic, or on the topic but not marked", base)
 	say("The exporter's config is %s; generate dashboards and rules for it with:", cfgFile)
 	say("  outbox_exporter generate --config.file=%s --out ./out", cfgFile)
-	if c.demoFaultEvery > 0 {
-		say("A fault is injected every %s and announced here. Ctrl-C stops everything.", c.demoFaultEvery)
+	if faultEvery > 0 {
+		say("A fault is injected every %s and announced here with the metric to watch. Ctrl-C stops everything.", faultEvery)
 	} else {
 		say("Faults are off (--demo.fault-every=0). Ctrl-C stops everything.")
 	}
 	say("")
-
-	return waitServed(ctx, httpSrv, errc, logger, func() { say("Stopping the demo...") })
+	return b.String()
 }
 
 // displayAddr turns a listen address such as ":9899" into one a browser

@@ -1,8 +1,8 @@
 // Package cdc watches outboxes published by change data capture: a
 // connector such as Debezium streams the outbox table's changes from a
 // logical replication slot, so the slot's confirmed position is the
-// pipeline's pending backlog (seed 004: "capture delay is a pending
-// backlog too, only hidden behind the log position").
+// pipeline's pending backlog: the capture delay is a backlog like any
+// other, only hidden behind the log position instead of in the table.
 //
 // The exporter only reads pg_replication_slots and the server's WAL
 // position; it never creates, advances or drops a slot.

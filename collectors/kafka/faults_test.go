@@ -71,7 +71,7 @@ func TestKafkaCommitBelowLogStart(t *testing.T) {
 }
 
 // TestKafkaRetentionMsDeletesUnconsumed is the consumer offline past the
-// broker's retention (seed 000, section six), by the broker's own
+// broker's retention, by the broker's own
 // retention.ms, which kfake does not run: old segments go, the log start
 // moves past the commit, and the collector reports the loss.
 func TestKafkaRetentionMsDeletesUnconsumed(t *testing.T) {
@@ -316,8 +316,8 @@ func TestKafkaJavaConsumerGroups(t *testing.T) {
 
 // TestKafkaCompactedCommit: compaction removed the record at the commit
 // (a newer record has its key). Apache Kafka's cleaner does it, kfake
-// does not. The log start does not move, nothing is lost in the SPEC's
-// sense (the newer value of every key is still there), and the time lag
+// does not. The log start does not move, nothing is lost in the sense of
+// outbox_consumer_retention_lost_messages (the newer value of every key is still there), and the time lag
 // is the age of the first record that survived after the commit.
 func TestKafkaCompactedCommit(t *testing.T) {
 	e := realEnv(t)

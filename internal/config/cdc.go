@@ -9,7 +9,7 @@ import (
 
 // CDC is an outbox published by change data capture (Debezium and the
 // like) through a logical replication slot: the slot's position is the
-// pipeline's pending backlog (seed 004). The exporter only reads the slot;
+// pipeline's pending backlog, hidden behind the log position. The exporter only reads the slot;
 // it never creates, advances or drops one.
 type CDC struct {
 	Database string `yaml:"database"`

@@ -103,10 +103,10 @@ type Outbox struct {
 	// Aggregate and Sequence are the columns of an event's aggregate (a
 	// conversation, an order) and its place in it; with both set,
 	// outbox_out_of_order_events counts unpublished rows overtaken by a
-	// published successor (seed 000, E9/E10). Receipt is the column a
+	// published successor (two relays inverted their order). Receipt is the column a
 	// relay fills with the downstream's receipt id; with it set,
 	// outbox_published_without_receipt_events_total counts rows published
-	// without one (seed 004). See validate_order.go.
+	// without one (marked sent without the downstream's confirmation). See validate_order.go.
 	Aggregate string `yaml:"aggregate"`
 	Sequence  string `yaml:"sequence"`
 	Receipt   string `yaml:"receipt"`

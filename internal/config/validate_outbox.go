@@ -52,7 +52,7 @@ func (v *validator) outboxStatuses(p string, o *Outbox) {
 		}
 		if len(o.Published) == 0 {
 			// With a status column the status decides; published_at alone
-			// would leave published rows in no state (issue 14, item 5).
+			// would leave published rows in no state.
 			msg := "is required with status: the status values of published rows"
 			if o.PublishedAt != "" {
 				msg += " (with a status column the status decides whether a row is published; published_at only times it)"

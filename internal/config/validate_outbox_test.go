@@ -6,7 +6,7 @@ import (
 )
 
 // TestOutboxStatusAndTimeZone: a status column with published_at but no
-// published list is refused naming the key (issue 14, item 5), and
+// published list is refused naming the key, and
 // time_zone is checked.
 func TestOutboxStatusAndTimeZone(t *testing.T) {
 	for _, tc := range []struct {
