@@ -68,7 +68,16 @@ func (a *App) startLeader(ctx context.Context) {
 		id = DefaultIdentity("")
 	}
 	a.Leader.SetDialer(leader.PGDialer(a.Config.Databases[le.Database], id, Timing(le)))
-	a.leadAudits(ctx)
+	for _, name := range slices.Sorted(maps.Keys(a.Audits)) {
+		au, task := a.Audits[name], leader.Task("audit", name)
+		a.Leader.OnLead(task, func(ctx context.Context) {
+			a.logger.Info("audit started: this replica leads it", "task", task)
+			au.Start(ctx)
+			<-ctx.Done()
+			au.Stop()
+			a.logger.Info("audit stopped: this replica no longer leads it", "task", task)
+		})
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); a.Leader.Run(ctx) }()
@@ -91,17 +100,6 @@ func DefaultIdentity(listen string) string {
 		return host + ":" + port
 	}
 	return host
-}
-
-// leadAudits starts the audits; for now every replica runs them, as
-// without leader_election.
-func (a *App) leadAudits(ctx context.Context) {
-	for _, name := range slices.Sorted(maps.Keys(a.Audits)) {
-		if !a.running[name] {
-			a.running[name] = true
-			a.Audits[name].Start(ctx)
-		}
-	}
 }
 
 // leaderOnly makes the reconcile and audit collectors of cs export their
