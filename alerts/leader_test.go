@@ -57,7 +57,9 @@ func TestLeaderAlerts(t *testing.T) {
 	if !ok || !strings.Contains(body, "**Severity:** warning") || !strings.Contains(body, "**Repair.**") {
 		t.Errorf("deploy/runbook.md: no complete OutboxTaskLeaderless section")
 	}
-	plain, err := Build(exampleConfig(t))
+	cfg := exampleConfig(t)
+	cfg.LeaderElection = nil
+	plain, err := Build(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
