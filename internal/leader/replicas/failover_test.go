@@ -21,7 +21,7 @@ func TestReplicasShareTheWork(t *testing.T) {
 	bin := build(t)
 	var rs []*replica
 	for _, name := range []string{"r1", "r2", "r3"} {
-		rs = append(rs, start(t, bin, name, a, b))
+		rs = append(rs, start(t, bin, name, a, b, ""))
 	}
 	killed := map[string]time.Time{}
 	bounds := timing.Bounds()

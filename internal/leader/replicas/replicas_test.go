@@ -70,8 +70,8 @@ func viaProxy(t *testing.T, dsn, addr string) string {
 	return u.String()
 }
 
-func configFor(mainDSN, searchDSN string) string {
-	return fmt.Sprintf(`
+func configFor(mainDSN, searchDSN, extra string) string {
+	return extra + fmt.Sprintf(`
 databases:
   main: {dsn: %q, max_connections: 2, statement_timeout: 2s}
   search: {dsn: %q, max_connections: 2}
@@ -103,12 +103,12 @@ leader_election:
 
 // start runs a replica whose connections to the main database go through
 // a proxy of its own.
-func start(t *testing.T, bin, name string, a, b *pgtest.DB) *replica {
+func start(t *testing.T, bin, name string, a, b *pgtest.DB, extra string) *replica {
 	u, _ := url.Parse(a.URL)
 	r := &replica{name: name, addr: testutil.FreeAddr(t), logs: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	r.proxy = newProxy(t, u.Host)
 	cfg := filepath.Join(t.TempDir(), name+".yml")
-	if err := os.WriteFile(cfg, []byte(configFor(viaProxy(t, a.URL, r.proxy.addr()), b.URL)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(configFor(viaProxy(t, a.URL, r.proxy.addr()), b.URL, extra)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r.cmd = exec.Command(bin, "--config.file="+cfg, "--web.listen-address="+r.addr, "--log.format=json", "--log.level=info")
@@ -342,4 +342,35 @@ func checkExports(t *testing.T, l *replica, standbys []*replica) {
 	if code, body, _ := l.get(t, "/api/v1/reconcile?job=search_index"); code != http.StatusOK {
 		t.Errorf("leader %s: /api/v1/reconcile answered %d %q", l.name, code, body)
 	}
+}
+
+// leadsTask asks /api/v1/leader whether the replica leads task.
+func (r *replica) leadsTask(task string) bool {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + r.addr + "/api/v1/leader")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var body struct{ Tasks []leader.Status }
+	if json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return false
+	}
+	for _, s := range body.Tasks {
+		if s.Task == task {
+			return s.Leading
+		}
+	}
+	return false
+}
+
+// count is how many lines of the replica's log have message msg.
+func (r *replica) count(msg string) int {
+	n := 0
+	for _, e := range r.events() {
+		if e.Msg == msg {
+			n++
+		}
+	}
+	return n
 }
