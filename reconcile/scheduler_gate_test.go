@@ -57,6 +57,7 @@ func TestGateLeavesRunsToTheLeader(t *testing.T) {
 		t.Fatalf("%d runs while another replica leads", runs)
 	}
 	lease, lose = context.WithCancel(context.Background())
+	t.Cleanup(lose)
 	mu.Unlock()
 	<-lost
 	waitFor(t, "the run ended", func() bool { return s.Last("search_index") != nil })
