@@ -36,7 +36,8 @@ type Elector struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	sess Session // used by Run's goroutine only
+	sess        Session // used by Run's goroutine only
+	dialFailing bool    // the last dial failed; Run's goroutine only
 
 	mu       sync.Mutex
 	acquired map[string]time.Time // tasks whose lock the session holds, since
@@ -142,11 +143,17 @@ func (e *Elector) round(ctx context.Context) bool {
 		s, err := e.dial(dctx)
 		cancel()
 		if err != nil {
-			if ctx.Err() == nil {
-				e.logger.Warn("leader election: cannot open the lease session; standing by", "err", err)
+			// Logged once per outage, not at every retry.
+			if ctx.Err() == nil && !e.dialFailing {
+				e.logger.Warn("leader election: cannot open the lease session; standing by and retrying", "err", err, "retry", e.timing.Retry)
 			}
+			e.dialFailing = true
 			return false
 		}
+		if e.dialFailing {
+			e.logger.Info("leader election: lease session open again")
+		}
+		e.dialFailing = false
 		e.sess = s
 	}
 	if err := e.tryLocks(ctx); err != nil {
