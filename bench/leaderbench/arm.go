@@ -46,7 +46,7 @@ leader_election:
 
 // arm runs n replicas for dur, each scraped every 15 s, and returns the
 // work the two databases did meanwhile and the runs the replicas logged.
-func arm(ctx context.Context, server, bin, a, b string, n int, dur time.Duration, schedule string) (work, error) {
+func arm(ctx context.Context, server, bin, a, b string, n int, dur time.Duration, schedule string, scrapeFirst bool) (work, error) {
 	dir, err := os.MkdirTemp("", "leaderbench")
 	if err != nil {
 		return work{}, err
@@ -83,8 +83,10 @@ func arm(ctx context.Context, server, bin, a, b string, n int, dur time.Duration
 	}
 	end := time.Now().Add(dur)
 	for time.Now().Before(end) {
-		for _, addr := range addrs {
-			scrape(addr)
+		for i, addr := range addrs {
+			if i == 0 || !scrapeFirst {
+				scrape(addr)
+			}
 		}
 		time.Sleep(15 * time.Second)
 	}

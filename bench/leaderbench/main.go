@@ -30,14 +30,15 @@ func main() {
 	dur := flag.Duration("for", 5*time.Minute, "how long each arm runs")
 	rows := flag.Int("rows", 100000, "rows in the authority, outbox and target")
 	schedule := flag.String("schedule", "@every 30s", "the reconcile job's schedule")
+	scrapeFirst := flag.Bool("scrape-first-only", false, "scrape only the first replica of the pair: the pair's elected work apart from each replica's per-scrape queries")
 	flag.Parse()
-	if err := run(*server, *bin, *dur, *rows, *schedule); err != nil {
+	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server, bin string, dur time.Duration, rows int, schedule string) error {
+func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst bool) error {
 	if bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
@@ -47,12 +48,12 @@ func run(server, bin string, dur time.Duration, rows int, schedule string) error
 		return err
 	}
 	defer drop()
-	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s, %v per arm\n", rows, schedule, dur)
+	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s (first replica only: %v), %v per arm\n", rows, schedule, scrapeFirst, dur)
 	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs |")
 	fmt.Println("|---|---:|---:|---:|---:|")
 	var base work
 	for _, n := range []int{1, 2} {
-		w, err := arm(ctx, server, bin, a, b, n, dur, schedule)
+		w, err := arm(ctx, server, bin, a, b, n, dur, schedule, scrapeFirst)
 		if err != nil {
 			return err
 		}
