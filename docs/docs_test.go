@@ -95,24 +95,31 @@ var (
 )
 
 // documentedKeys reads configuration.md: a level-2 heading `SECTION`
-// opens a section (any other level-2 heading closes it), and each table
-// row in it whose first cell is a backticked key documents SECTION.key.
+// opens a section, and "Top-level keys" the file's root (any other
+// level-2 heading closes it), and each table row in it whose first cell
+// is a backticked key documents SECTION.key.
 func documentedKeys(t *testing.T, path string) map[string]int {
 	t.Helper()
 	keys := map[string]int{}
-	section := ""
+	section, open := "", false
 	eachLine(t, path, func(n int, line string) {
 		if m := headingRe.FindStringSubmatch(line); m != nil {
 			if len(m[1]) == 2 {
-				section = ""
+				section, open = "", m[2] == "Top-level keys"
 				if s := sectionRe.FindStringSubmatch(m[2]); s != nil {
-					section = s[1]
+					section, open = s[1], true
 				}
 			}
 			return
 		}
-		if m := rowRe.FindStringSubmatch(line); m != nil && section != "" {
+		if m := rowRe.FindStringSubmatch(line); m != nil && open {
 			keys[join(section, m[1])] = n
+
+			// A key row has three cells: key, default, meaning.
+			cells := strings.Split(strings.ReplaceAll(line, `\|`, ""), "|")
+			if len(cells) != 5 || strings.TrimSpace(cells[3]) == "" {
+				t.Errorf("%s:%d: a key row has three cells: key, default, meaning", path, n)
+			}
 		}
 	})
 	return keys
@@ -125,8 +132,8 @@ type metricRow struct {
 }
 
 // documentedMetrics reads metrics.md: each table row whose first cell is
-// a backticked outbox_* name documents that metric; its third cell lists
-// the labels.
+// a backticked outbox_* name documents that metric, with five cells:
+// name, type, labels, meaning, what it cannot see.
 func documentedMetrics(t *testing.T, path string) map[string]metricRow {
 	t.Helper()
 	rows := map[string]metricRow{}
@@ -135,10 +142,13 @@ func documentedMetrics(t *testing.T, path string) map[string]metricRow {
 		if m == nil || !strings.HasPrefix(m[1], "outbox_") {
 			return
 		}
-		cells := strings.Split(line, "|")
-		if len(cells) < 5 {
-			t.Errorf("%s:%d: a metric row needs the cells metric, type, labels, meaning", path, n)
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, ""), "|")
+		if len(cells) != 7 || strings.TrimSpace(cells[4]) == "" {
+			t.Errorf("%s:%d: a metric row has five cells: metric, type, labels, meaning, what it cannot see", path, n)
 			return
+		}
+		if typ := strings.TrimSpace(cells[2]); !slices.Contains([]string{"gauge", "counter", "histogram", "summary"}, typ) {
+			t.Errorf("%s:%d: %s has the type %q, not gauge, counter, histogram or summary", path, n, m[1], typ)
 		}
 		rows[m[1]] = metricRow{line: n, labels: cells[3]}
 	})
@@ -174,7 +184,8 @@ func TestEveryConfigKeyDocumented(t *testing.T) {
 	t.Logf("%d keys accepted, %d rows documented", len(leaves(all)), len(doc))
 	for _, k := range leaves(all) {
 		if _, ok := doc[k]; !ok {
-			t.Errorf("config key %s is accepted by the loader but has no row in docs/configuration.md (add `%s` to the table under its section's heading)", k, k[strings.LastIndex(k, ".")+1:])
+			section, key := splitKey(k)
+			t.Errorf("config key %s is accepted by the loader but has no row in docs/configuration.md (add a row `%s` to the table under the heading %s)", k, key, section)
 		}
 	}
 	for k, line := range doc {
@@ -182,6 +193,18 @@ func TestEveryConfigKeyDocumented(t *testing.T) {
 			t.Errorf("docs/configuration.md:%d documents %s, a key the loader does not accept", line, k)
 		}
 	}
+}
+
+// splitKey is where a key is documented: the heading of its section and
+// the key relative to it (kafka.NAME.tls.ca_file: `kafka.NAME`, tls.ca_file).
+func splitKey(k string) (section, key string) {
+	if i := strings.LastIndex(k, ".NAME."); i >= 0 {
+		return "`" + k[:i+len(".NAME")] + "`", k[i+len(".NAME."):]
+	}
+	if before, after, ok := strings.Cut(k, "."); ok {
+		return "`" + before + "`", after
+	}
+	return "Top-level keys", k
 }
 
 var (

@@ -142,7 +142,7 @@ leader_election:
 }
 
 // lintExposition runs promtool check metrics on body and checks that
-// every metric whose name is fixed (specMetrics) is in it.
+// every metric whose name is fixed (fixedMetrics) is in it.
 func lintExposition(t *testing.T, body string) {
 	t.Helper()
 	if _, err := exec.LookPath("promtool"); err != nil {
@@ -153,7 +153,7 @@ func lintExposition(t *testing.T, body string) {
 	if out, err := lint.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-	for _, name := range specMetrics {
+	for _, name := range fixedMetrics {
 		if !strings.Contains(body, "\n"+name+"{") && !strings.Contains(body, "\n"+name+" ") && !strings.Contains(body, "\n"+name+"_bucket{") {
 			t.Errorf("%s is not exported", name)
 		}
@@ -181,9 +181,9 @@ func compareGolden(t *testing.T, body string) {
 	}
 }
 
-// specMetrics are the metric names users' rules and dashboards rely on:
+// fixedMetrics are the metric names users' rules and dashboards rely on:
 // they never change.
-var specMetrics = []string{
+var fixedMetrics = []string{
 	"outbox_events", "outbox_oldest_pending_age_seconds", "outbox_deadline_seconds", "outbox_past_deadline_events",
 	"outbox_retried_events", "outbox_unknown_result_events", "outbox_lease_expirations_total",
 	"outbox_published_events_total", "outbox_published_late_events_total", "outbox_publish_latency_seconds",
