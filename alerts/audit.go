@@ -1,6 +1,10 @@
 package alerts
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
+)
 
 // auditAlerts fire when the audit of an outbox against its topics finds
 // events lost on the way to the broker, or acknowledgements lost on the
@@ -10,19 +14,20 @@ func (b *builder) auditAlerts() []Rule {
 		return nil
 	}
 	return []Rule{
-		b.auditFound("OutboxAuditSilentLoss", SeverityCritical, "outbox_audit_missing_in_broker_events", "5m",
+		b.auditFound("OutboxAuditSilentLoss", vocab.AuditMissingInBroker, "5m",
 			"Events marked published never reached the broker.",
 			"sampled events marked published whose ids are not on the topics: they are lost and no relay will retry them."),
-		b.auditFound("OutboxAuditAcknowledgementLost", SeverityWarning, "outbox_audit_unmarked_in_broker_events", "15m",
+		b.auditFound("OutboxAuditAcknowledgementLost", vocab.AuditUnmarkedInBroker, "15m",
 			"Events on the broker are still unpublished in the outbox.",
 			"sampled unpublished events whose ids are already on the topics: the broker's acknowledgement was lost and a retry will publish them again."),
 	}
 }
 
 // auditFound fires when an audit's gauge metric has been above zero for
-// forDur; found says what the audit found, after its count.
-func (b *builder) auditFound(name, severity, metric, forDur, summary, found string) Rule {
-	return b.alert(name, severity,
+// forDur, with the severity of that finding; found says what the audit
+// found, after its count.
+func (b *builder) auditFound(name, metric, forDur, summary, found string) Rule {
+	return b.alert(name, findingSeverity(metric, ""),
 		fmt.Sprintf("max by (%s) (%s%s) > 0", b.by("outbox"), metric, b.selector()),
 		forDur, summary,
 		"The audit of outbox {{ $labels.outbox }} found {{ $value }} "+found,

@@ -3,6 +3,8 @@ package alerts
 import (
 	"fmt"
 	"strings"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Thresholds of the collector alerts: the share of failed collections
@@ -20,7 +22,7 @@ const (
 // collector fails or a config reload failed: each blinds the alerts
 // above.
 func (b *builder) exporterAlerts() []Rule {
-	success := "outbox_exporter_collector_success" + b.selector()
+	success := vocab.CollectorSuccess + b.selector()
 	return []Rule{
 		b.alert("OutboxExporterAbsent", SeverityCritical, b.absentExpr(), "5m",
 			"outbox_exporter has disappeared from Prometheus.",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // outboxAlerts are the alerts on each outbox table: the notification
@@ -17,7 +18,7 @@ func (b *builder) outboxAlerts() []Rule {
 		own := map[string]string{"outbox": name}
 
 		rules = append(rules, b.alert("OutboxNotificationDeadlineMissed", SeverityCritical,
-			fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)\n> on (%s)\nmax by (%s) (outbox_deadline_seconds%s)", by, sel, by, by, sel),
+			fmt.Sprintf("max by (%[1]s) (%[3]s%[2]s)\n> on (%[1]s)\nmax by (%[1]s) (%[4]s%[2]s)", by, sel, vocab.OutboxOldestPendingAge, vocab.OutboxDeadline),
 			"1m",
 			"An outbox event is older than its notification deadline.",
 			"The oldest unpublished event of outbox {{ $labels.outbox }}"+lt+" is {{ $value | humanizeDuration }} old, past its notification deadline.",
@@ -25,7 +26,7 @@ func (b *builder) outboxAlerts() []Rule {
 
 		if hasLease(o) {
 			rules = append(rules, b.alert("OutboxLeaseExpiriesSustained", SeverityWarning,
-				fmt.Sprintf("max by (%s) (rate(outbox_lease_expirations_total%s[10m])) * 60 > 0", b.by("outbox"), sel),
+				fmt.Sprintf("max by (%s) (rate(%s%s[10m])) * 60 > 0", b.by(vocab.LabelOutbox), vocab.OutboxLeaseExpirations, sel),
 				"15m",
 				"Relay leases keep expiring.",
 				"Leases on rows of outbox {{ $labels.outbox }} have expired for 15 minutes without pause ({{ $value | humanize }} per minute): relays die, hang or overrun their lease while publishing.",
@@ -33,7 +34,7 @@ func (b *builder) outboxAlerts() []Rule {
 		}
 		if hasUnknown(o) {
 			rules = append(rules, b.alert("OutboxUnknownResultEvents", SeverityWarning,
-				fmt.Sprintf("max by (%s) (outbox_unknown_result_events%s) > 0", by, sel),
+				fmt.Sprintf("max by (%s) (%s%s) > 0", by, vocab.OutboxUnknownResult, sel),
 				"15m",
 				"Outbox events have an unknown publish result.",
 				"Outbox {{ $labels.outbox }}"+lt+" has {{ $value }} events whose publish result is unknown: the broker may hold them, so their retry may duplicate them.",
@@ -41,7 +42,7 @@ func (b *builder) outboxAlerts() []Rule {
 		}
 		if hasDead(o) {
 			rules = append(rules, b.alert("OutboxDeadEvents", SeverityWarning,
-				fmt.Sprintf("max by (%s) (outbox_events%s) > 0", by, b.selector(eq("outbox", name), eq("state", "dead"))),
+				fmt.Sprintf("max by (%s) (%s%s) > 0", by, vocab.OutboxEvents, b.selector(eq(vocab.LabelOutbox, name), eq(vocab.LabelState, vocab.StateDead))),
 				"5m",
 				"Outbox events were abandoned.",
 				"Outbox {{ $labels.outbox }}"+lt+" holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",

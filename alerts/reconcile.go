@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // DefaultReconcileInterval is the interval assumed for a reconcile schedule
@@ -47,15 +48,18 @@ func (b *builder) reconcileAlerts() []Rule {
 	if len(b.cfg.Reconcile) == 0 {
 		return nil
 	}
+	// The gaps of critical severity page on their own alert; every other
+	// kind opens a ticket on the shared one.
+	critical := vocab.GapKindsOf(vocab.Critical)
 	rules := []Rule{
 		b.alert("OutboxReconcileMissingOutbox", SeverityCritical,
-			fmt.Sprintf("max by (%s) (outbox_reconcile_gaps%s) > 0", b.by("reconcile"), b.selector(eq("kind", "missing_outbox"))),
+			fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelReconcile), vocab.ReconcileGaps, b.selector(kindIn(critical, true))),
 			"1m",
 			"Committed rows have no outbox event: their events are lost.",
 			"Reconcile job {{ $labels.reconcile }} found {{ $value }} committed authority rows with no outbox row for their key and version: the events were never written and no relay will ever publish them.",
 			nil),
 		b.alert("OutboxReconcileGaps", SeverityWarning,
-			fmt.Sprintf("max by (%s) (outbox_reconcile_gaps%s) > 0", b.by("reconcile", "kind"), b.selector(`kind!="missing_outbox"`)),
+			fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelReconcile, vocab.LabelKind), vocab.ReconcileGaps, b.selector(kindIn(critical, false))),
 			"10m",
 			"The target of a reconcile job disagrees with its authority.",
 			"Reconcile job {{ $labels.reconcile }} found {{ $value }} gaps of kind {{ $labels.kind }} between the authority and the target.",

@@ -19,15 +19,34 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Severities of the generated alerts.
 const (
 	// SeverityCritical alerts page someone now.
-	SeverityCritical = "critical"
+	SeverityCritical = string(vocab.Critical)
 	// SeverityWarning alerts open a ticket.
-	SeverityWarning = "warning"
+	SeverityWarning = string(vocab.Warning)
 )
+
+// findingSeverity is the severity of the alert on a finding: the one
+// vocab gives it, which the page colours it by too.
+func findingSeverity(metric, kind string) string {
+	s, _ := vocab.SeverityOf(metric, kind)
+	return string(s)
+}
+
+// kindIn returns the matcher of the kind label selecting kinds (in), or
+// every other kind (!in).
+func kindIn(kinds []string, in bool) string {
+	op := map[bool]string{true: "=", false: "!="}[in]
+	if len(kinds) == 1 {
+		return vocab.LabelKind + op + quote(kinds[0])
+	}
+	op = map[bool]string{true: "=~", false: "!~"}[in]
+	return vocab.LabelKind + op + quote(strings.Join(kinds, "|"))
+}
 
 // File is a Prometheus rule file.
 type File struct {

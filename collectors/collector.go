@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Namespace prefixes every metric.
@@ -38,13 +40,13 @@ type Collector interface {
 
 var (
 	successDesc = prometheus.NewDesc(
-		"outbox_exporter_collector_success",
+		vocab.CollectorSuccess,
 		"1 if the last collection of this collector and target worked, 0 if it failed or timed out.",
-		[]string{"collector", "target"}, nil)
+		[]string{vocab.LabelCollector, vocab.LabelTarget}, nil)
 	durationDesc = prometheus.NewDesc(
-		"outbox_exporter_collector_duration_seconds",
+		vocab.CollectorDuration,
 		"How long the last collection of this collector and target took.",
-		[]string{"collector", "target"}, nil)
+		[]string{vocab.LabelCollector, vocab.LabelTarget}, nil)
 )
 
 // Exporter runs a set of collectors for a scrape. Concurrent scrapes share

@@ -6,6 +6,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // ExporterUID is the fixed uid of the exporter health dashboard.
@@ -20,7 +21,7 @@ func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(graph("Collector success",
 			"1 if the last collection of each collector and target worked, 0 if it failed or timed out.",
 			"bool",
-			target{fmt.Sprintf("min by (instance, collector, target) (outbox_exporter_collector_success%s)", sel()), "{{instance}} {{collector}} {{target}}"},
+			target{fmt.Sprintf("min by (instance, collector, target) (%s%s)", vocab.CollectorSuccess, sel()), "{{instance}} {{collector}} {{target}}"},
 		).Min(0).Max(1)).
 		WithPanel(graph("Collector duration",
 			"Length of the last collection of each collector and target. Near the scrape timeout, collections start to fail.",

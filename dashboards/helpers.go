@@ -11,6 +11,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // RateInterval is the range every rate() and increase() uses.
@@ -111,7 +112,7 @@ func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
 // (event type, destination...).
 func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
 	for _, l := range outboxLabels(cfg) {
-		d.WithVariable(filterVariable(l, "outbox_oldest_pending_age_seconds"))
+		d.WithVariable(filterVariable(l, vocab.OutboxOldestPendingAge))
 	}
 }
 

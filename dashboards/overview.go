@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // OverviewUID is the fixed uid of the outbox overview dashboard.
@@ -40,8 +41,8 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(dashedQuery(graph("Oldest unpublished event vs deadline",
 			"Age of the oldest unpublished row of each outbox and label values (solid) against the deadline configured for them (dashed red). A solid line above its dashed line is a missed notification deadline: OutboxNotificationDeadlineMissed pages.",
 			"s",
-			target{fmt.Sprintf("max by (%s) (outbox_oldest_pending_age_seconds%s)", by, osel), lg + " age"},
-			target{fmt.Sprintf("max by (%s) (outbox_deadline_seconds%s)", by, osel), lg + " deadline"},
+			target{fmt.Sprintf("max by (%s) (%s%s)", by, vocab.OutboxOldestPendingAge, osel), lg + " age"},
+			target{fmt.Sprintf("max by (%s) (%s%s)", by, vocab.OutboxDeadline, osel), lg + " deadline"},
 		), "B")).
 		WithPanel(graph("Events past their deadline",
 			"Unpublished rows older than their deadline. Anything above zero is an event whose consumers are already late.",

@@ -12,6 +12,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // whereRow is the overview's first row: is anything late, and where. A
@@ -21,7 +22,7 @@ import (
 func whereRow(d *dashboard.DashboardBuilder, cfg *config.Config) {
 	labels := outboxLabels(cfg)
 	by := strings.Join(append([]string{"outbox"}, labels...), ", ")
-	ratio := fmt.Sprintf("max by (%[1]s) (outbox_oldest_pending_age_seconds%[2]s)\n/ on (%[1]s)\nmax by (%[1]s) (outbox_deadline_seconds%[2]s)", by, outboxSel(cfg))
+	ratio := fmt.Sprintf("max by (%[1]s) (%[3]s%[2]s)\n/ on (%[1]s)\nmax by (%[1]s) (%[4]s%[2]s)", by, outboxSel(cfg), vocab.OutboxOldestPendingAge, vocab.OutboxDeadline)
 	d.WithRow(dashboard.NewRowBuilder("Is anything late, and where")).
 		WithPanel(pastDeadlineStat(ratio)).
 		WithPanel(lateTable(ratio)).
@@ -101,7 +102,7 @@ func collectorHealth() *stat.PanelBuilder {
 			"0": {Text: &failed, Color: cog.ToPtr("red"), Index: cog.ToPtr[int32](0)},
 			"1": {Text: &ok, Color: cog.ToPtr("green"), Index: cog.ToPtr[int32](1)},
 		}}}}).
-		WithTarget(query("A", target{fmt.Sprintf("min by (collector, target) (outbox_exporter_collector_success%s)", sel()), "{{collector}} {{target}}"}))
+		WithTarget(query("A", target{fmt.Sprintf("min by (collector, target) (%s%s)", vocab.CollectorSuccess, sel()), "{{collector}} {{target}}"}))
 }
 
 // instant builds an instant Prometheus query in table format.

@@ -1,25 +1,28 @@
 package reconcile
 
+import "github.com/outbox-exporter/outbox_exporter/internal/vocab"
+
 // Kind is a kind of reconcile gap.
 type Kind string
 
-// The four kinds of gap, in the order they are reported.
+// The kinds of gap, in the order they are reported; their values are
+// the kind label of outbox_reconcile_gaps.
 const (
 	// MissingOutbox: a judged authority row whose current version has no
 	// outbox row: the local transaction path lost the event.
-	MissingOutbox Kind = "missing_outbox"
+	MissingOutbox Kind = vocab.GapMissingOutbox
 	// MissingTarget: no target row for a judged key whose event was
 	// published (or, without an outbox, for any judged key).
-	MissingTarget Kind = "missing_target"
+	MissingTarget Kind = vocab.GapMissingTarget
 	// StaleTarget: the target holds an older version than the authority,
 	// although the current version's event was published.
-	StaleTarget Kind = "stale_target"
+	StaleTarget Kind = vocab.GapStaleTarget
 	// OrphanTarget: a target row whose key the authority does not have, or
 	// whose version is ahead of the authority's.
-	OrphanTarget Kind = "orphan_target"
+	OrphanTarget Kind = vocab.GapOrphanTarget
 	// DuplicateTarget: more than one target row for one key. The other
 	// kinds judge such a key by its highest target version.
-	DuplicateTarget Kind = "duplicate_target"
+	DuplicateTarget Kind = vocab.GapDuplicateTarget
 )
 
 // Kinds lists every kind, in report order.

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/leader"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 	"github.com/outbox-exporter/outbox_exporter/web/history"
 )
 
@@ -186,10 +187,10 @@ func (s *Server) pageData(r *http.Request) pageData {
 	d.HaveData = true
 	d.SnapshotAt = snap.At
 	collectorOK := map[string]bool{}
-	for _, smp := range snap.Metrics["outbox_exporter_collector_success"] {
+	for _, smp := range snap.Metrics[vocab.CollectorSuccess] {
 		c, t := smp.Labels["collector"], smp.Labels["target"]
 		collectorOK[c+"/"+t] = smp.Value == 1
-		dur, _ := snap.Max("outbox_exporter_collector_duration_seconds", map[string]string{"collector": c, "target": t})
+		dur, _ := snap.Max(vocab.CollectorDuration, map[string]string{"collector": c, "target": t})
 		d.Collectors = append(d.Collectors, collectorView{Collector: c, Target: t, OK: smp.Value == 1, Duration: dur})
 	}
 	sort.Slice(d.Collectors, func(i, j int) bool {
@@ -213,27 +214,27 @@ func (s *Server) outboxViews(r *http.Request, snap *Snapshot, collectorOK map[st
 		v.Status = OK
 		// The deadline differs per label set: judge each oldest age
 		// against the deadline of its own label set.
-		for _, age := range snap.Get("outbox_oldest_pending_age_seconds", m) {
-			dl, _ := snap.Max("outbox_deadline_seconds", age.Labels)
+		for _, age := range snap.Get(vocab.OutboxOldestPendingAge, m) {
+			dl, _ := snap.Max(vocab.OutboxDeadline, age.Labels)
 			v.Status = worst(v.Status, statusFor(age.Value, dl))
 			if age.Value >= v.OldestAge {
 				v.OldestAge, v.Deadline = age.Value, dl
 			}
 		}
 		if v.Deadline == 0 {
-			v.Deadline, _ = snap.Max("outbox_deadline_seconds", m)
+			v.Deadline, _ = snap.Max(vocab.OutboxDeadline, m)
 		}
-		v.PastDeadline = snap.Sum("outbox_past_deadline_events", m)
-		v.Retried = snap.Sum("outbox_retried_events", m)
-		v.Unknown = snap.Sum("outbox_unknown_result_events", m)
+		v.PastDeadline = snap.Sum(vocab.OutboxPastDeadline, m)
+		v.Retried = snap.Sum(vocab.OutboxRetried, m)
+		v.Unknown = snap.Sum(vocab.OutboxUnknownResult, m)
 		states := map[string]float64{}
-		for _, smp := range snap.Get("outbox_events", m) {
-			states[smp.Labels["state"]] += smp.Value
+		for _, smp := range snap.Get(vocab.OutboxEvents, m) {
+			states[smp.Labels[vocab.LabelState]] += smp.Value
 		}
-		for _, st := range []string{"pending", "in_flight", "lease_expired", "dead"} {
+		for _, st := range vocab.EventStates {
 			v.States = append(v.States, stateCount{st, states[st]})
 		}
-		v.LeaseExpired, v.Dead = states["lease_expired"], states["dead"]
+		v.LeaseExpired, v.Dead = states[vocab.StateLeaseExpired], states[vocab.StateDead]
 		if v.PastDeadline > 0 {
 			v.Status = worst(v.Status, Crit)
 		}
@@ -279,28 +280,33 @@ func (s *Server) groupViews(snap *Snapshot, collectorOK map[string]bool, now tim
 	return out
 }
 
+// findingStatus is the colour of a finding on the page: that of its
+// severity, the one its alert carries.
+func findingStatus(metric, kind string) Status {
+	if s, _ := vocab.SeverityOf(metric, kind); s == vocab.Critical {
+		return Crit
+	}
+	return Warn
+}
+
 // reconcileViews shows each reconcile job's last run and its gaps.
 func (s *Server) reconcileViews(snap *Snapshot, collectorOK map[string]bool, now time.Time) []reconcileView {
 	var out []reconcileView
-	for _, job := range snap.Values("outbox_reconcile_rows_checked", "reconcile") {
+	for _, job := range snap.Values(vocab.ReconcileRowsChecked, "reconcile") {
 		m := map[string]string{"reconcile": job}
 		rv := reconcileView{Job: job, Status: OK}
-		rv.Rows, _ = snap.Max("outbox_reconcile_rows_checked", m)
-		if ts, ok := snap.Max("outbox_reconcile_last_success_timestamp_seconds", m); ok && ts > 0 {
+		rv.Rows, _ = snap.Max(vocab.ReconcileRowsChecked, m)
+		if ts, ok := snap.Max(vocab.ReconcileLastSuccess, m); ok && ts > 0 {
 			rv.LastSuccess = fmtSeconds(now.Sub(time.Unix(int64(ts), 0)).Seconds()) + " ago"
 		} else {
 			rv.LastSuccess = "never"
 			rv.Status = Unknown
 		}
-		for _, kind := range []string{"missing_outbox", "missing_target", "stale_target", "orphan_target", "duplicate_target"} {
-			n := snap.Sum("outbox_reconcile_gaps", map[string]string{"reconcile": job, "kind": kind})
+		for _, kind := range vocab.GapKinds {
+			n := snap.Sum(vocab.ReconcileGaps, map[string]string{vocab.LabelReconcile: job, vocab.LabelKind: kind})
 			rv.Gaps = append(rv.Gaps, stateCount{kind, n})
 			if n > 0 {
-				if kind == "missing_outbox" || kind == "missing_target" {
-					rv.Status = worst(rv.Status, Crit)
-				} else {
-					rv.Status = worst(rv.Status, Warn)
-				}
+				rv.Status = worst(rv.Status, findingStatus(vocab.ReconcileGaps, kind))
 			}
 		}
 		if !collectorOK["reconcile/"+job] {
@@ -316,22 +322,27 @@ func (s *Server) reconcileViews(snap *Snapshot, collectorOK map[string]bool, now
 // auditViews shows each publish audit's findings.
 func auditViews(snap *Snapshot, collectorOK map[string]bool) []auditView {
 	var out []auditView
-	for _, o := range snap.Values("outbox_audit_checked_events_total", "outbox") {
+	for _, o := range snap.Values(vocab.AuditChecked, "outbox") {
 		m := map[string]string{"outbox": o}
 		av := auditView{Outbox: o, Status: OK}
-		av.Missing = snap.Sum("outbox_audit_missing_in_broker_events", m)
-		av.Unmarked = snap.Sum("outbox_audit_unmarked_in_broker_events", m)
-		av.Duplicates = snap.Sum("outbox_audit_duplicates_total", m)
-		av.Checked = snap.Sum("outbox_audit_checked_events_total", m)
+		av.Missing = snap.Sum(vocab.AuditMissingInBroker, m)
+		av.Unmarked = snap.Sum(vocab.AuditUnmarkedInBroker, m)
+		av.Duplicates = snap.Sum(vocab.AuditDuplicates, m)
+		av.Checked = snap.Sum(vocab.AuditChecked, m)
 		switch {
 		case !collectorOK["audit/"+o]:
 			// A failed audit (an id-format mismatch withholds the
 			// missing count) must not read as a clean one.
 			av.Status = Unknown
-		case av.Missing > 0:
-			av.Status = Crit
-		case av.Unmarked > 0 || av.Duplicates > 0:
-			av.Status = Warn
+		default:
+			for _, f := range []struct {
+				metric string
+				n      float64
+			}{{vocab.AuditMissingInBroker, av.Missing}, {vocab.AuditUnmarkedInBroker, av.Unmarked}, {vocab.AuditDuplicates, av.Duplicates}} {
+				if f.n > 0 {
+					av.Status = worst(av.Status, findingStatus(f.metric, ""))
+				}
+			}
 		}
 		out = append(out, av)
 	}
@@ -354,12 +365,12 @@ func versionString() string {
 // outboxNames lists the outboxes the last collection reported on, with a
 // deadline series or at least a collector result.
 func outboxNames(snap *Snapshot) []string {
-	names := snap.Values("outbox_deadline_seconds", "outbox")
+	names := snap.Values(vocab.OutboxDeadline, "outbox")
 	seen := map[string]bool{}
 	for _, n := range names {
 		seen[n] = true
 	}
-	for _, smp := range snap.Metrics["outbox_exporter_collector_success"] {
+	for _, smp := range snap.Metrics[vocab.CollectorSuccess] {
 		if smp.Labels["collector"] == "outbox" && !seen[smp.Labels["target"]] {
 			seen[smp.Labels["target"]] = true
 			names = append(names, smp.Labels["target"])

@@ -80,6 +80,29 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	if len(o.Labels) == 0 {
 		s.tuple("", nil).seen = now
 	}
+	s.countPublished(fresh, now)
+	for key, t := range s.tuples {
+		if now.Sub(t.seen) > ForgetAfter {
+			delete(s.tuples, key)
+		}
+	}
+	snap.Series = s.series(gauges)
+	if len(snap.Series) == 0 {
+		// Nothing seen yet: one series of empty label values, so that the
+		// gauges read 0 rather than being absent.
+		labels := make([]string, len(o.Labels))
+		snap.Series = append(snap.Series, Series{Labels: labels, Deadline: o.Deadline.Seconds()})
+	}
+	snap.LeaseExpirations = s.leases
+	snap.LatencyBuckets = s.hist.Buckets()
+	snap.LatencyCount = s.hist.Count
+	snap.LatencySum = s.hist.Sum
+	return snap
+}
+
+// countPublished counts the rows seen becoming published under their
+// series, late or not by their series' deadline, and their latencies.
+func (s *Sampler) countPublished(fresh []PublishedRow, now time.Time) {
 	for _, p := range fresh {
 		folded := s.cap.Fold(p.Labels)
 		t := s.tuple(joinLabels(folded), folded)
@@ -94,21 +117,23 @@ func (s *Sampler) apply(r *read) *Snapshot {
 			continue
 		}
 		lat := max(*p.Latency, 0)
-		if Late(time.Duration(lat*float64(time.Second)), Deadline(o, folded)) {
+		if Late(time.Duration(lat*float64(time.Second)), Deadline(s.o, folded)) {
 			t.late++
 		}
 		s.hist.Observe(lat)
 	}
-	for key, t := range s.tuples {
-		if now.Sub(t.seen) > ForgetAfter {
-			delete(s.tuples, key)
-		}
-	}
+}
+
+// series joins the gauges of this sample with the counters of every
+// series still remembered, sorted by their labels, each with its
+// deadline.
+func (s *Sampler) series(gauges map[string]*Series) []Series {
 	keys := make([]string, 0, len(s.tuples))
 	for k := range s.tuples {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var out []Series
 	for _, k := range keys {
 		t := s.tuples[k]
 		x := Series{Labels: t.labels}
@@ -116,20 +141,10 @@ func (s *Sampler) apply(r *read) *Snapshot {
 			x = *g
 		}
 		x.Published, x.PublishedLate, x.NoReceipt = t.published, t.late, t.noReceipt
-		x.Deadline = Deadline(o, t.labels).Seconds()
-		snap.Series = append(snap.Series, x)
+		x.Deadline = Deadline(s.o, t.labels).Seconds()
+		out = append(out, x)
 	}
-	if len(snap.Series) == 0 {
-		// Nothing seen yet: one series of empty label values, so that the
-		// gauges read 0 rather than being absent.
-		labels := make([]string, len(o.Labels))
-		snap.Series = append(snap.Series, Series{Labels: labels, Deadline: o.Deadline.Seconds()})
-	}
-	snap.LeaseExpirations = s.leases
-	snap.LatencyBuckets = s.hist.Buckets()
-	snap.LatencyCount = s.hist.Count
-	snap.LatencySum = s.hist.Sum
-	return snap
+	return out
 }
 
 // admit admits label values and combinations, ranked by what this sample

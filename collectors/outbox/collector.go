@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // The outbox collector's descriptors. Label columns are per outbox, so
@@ -30,22 +31,22 @@ var (
 	outboxCappedHelp         = "1 when a count of this outbox exceeded max_count at the last collection: the counts are then lower bounds per label set and state, never 0 where a row exists (claimed rows and unknown results exact up to max_count; pending and dead rows up to max_count divided among the label sets), and the oldest ages stay exact. It keeps a collection cheap during a huge backlog."
 	outboxUnclassifiedHelp   = "Rows whose status is NULL or listed in no state of the configuration: counted nowhere else. A lower bound while outbox_events_capped is 1."
 
-	outboxLeaseExpDesc = prometheus.NewDesc("outbox_lease_expirations_total", outboxLeaseExpHelp, []string{"outbox"}, nil)
-	outboxLatencyDesc  = prometheus.NewDesc("outbox_publish_latency_seconds", outboxPublishLatencyHelp, []string{"outbox"}, nil)
-	outboxCappedDesc   = prometheus.NewDesc("outbox_events_capped", outboxCappedHelp, []string{"outbox"}, nil)
+	outboxLeaseExpDesc = prometheus.NewDesc(vocab.OutboxLeaseExpirations, outboxLeaseExpHelp, []string{vocab.LabelOutbox}, nil)
+	outboxLatencyDesc  = prometheus.NewDesc(vocab.OutboxPublishLatency, outboxPublishLatencyHelp, []string{vocab.LabelOutbox}, nil)
+	outboxCappedDesc   = prometheus.NewDesc(vocab.OutboxEventsCapped, outboxCappedHelp, []string{vocab.LabelOutbox}, nil)
 	// outboxDescribe are sent by Describe: the label-carrying metrics
 	// with the fixed labels only, so that a registry knows every name.
 	outboxDescribe = []*prometheus.Desc{
 		outboxLeaseExpDesc, outboxLatencyDesc, outboxCappedDesc,
-		prometheus.NewDesc("outbox_events", outboxEventsHelp, []string{"outbox", "state"}, nil),
-		prometheus.NewDesc("outbox_oldest_pending_age_seconds", outboxOldestHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_deadline_seconds", outboxDeadlineHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_past_deadline_events", outboxPastDeadlineHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_retried_events", outboxRetriedHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_unknown_result_events", outboxUnknownHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_published_events_total", outboxPublishedHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_published_late_events_total", outboxPublishedLateHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_unclassified_events", outboxUnclassifiedHelp, []string{"outbox"}, nil),
+		prometheus.NewDesc(vocab.OutboxEvents, outboxEventsHelp, []string{vocab.LabelOutbox, vocab.LabelState}, nil),
+		prometheus.NewDesc(vocab.OutboxOldestPendingAge, outboxOldestHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxDeadline, outboxDeadlineHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxPastDeadline, outboxPastDeadlineHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxRetried, outboxRetriedHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxUnknownResult, outboxUnknownHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxPublished, outboxPublishedHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxPublishedLate, outboxPublishedLateHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxUnclassified, outboxUnclassifiedHelp, []string{vocab.LabelOutbox}, nil),
 	}
 )
 
@@ -56,18 +57,18 @@ type outboxDescs struct {
 }
 
 func newOutboxDescs(labels []string) outboxDescs {
-	l := append([]string{"outbox"}, labels...)
-	ls := append([]string{"outbox", "state"}, labels...)
+	l := append([]string{vocab.LabelOutbox}, labels...)
+	ls := append([]string{vocab.LabelOutbox, vocab.LabelState}, labels...)
 	return outboxDescs{
-		events:       prometheus.NewDesc("outbox_events", outboxEventsHelp, ls, nil),
-		oldest:       prometheus.NewDesc("outbox_oldest_pending_age_seconds", outboxOldestHelp, l, nil),
-		deadline:     prometheus.NewDesc("outbox_deadline_seconds", outboxDeadlineHelp, l, nil),
-		pastDeadline: prometheus.NewDesc("outbox_past_deadline_events", outboxPastDeadlineHelp, l, nil),
-		retried:      prometheus.NewDesc("outbox_retried_events", outboxRetriedHelp, l, nil),
-		unknown:      prometheus.NewDesc("outbox_unknown_result_events", outboxUnknownHelp, l, nil),
-		published:    prometheus.NewDesc("outbox_published_events_total", outboxPublishedHelp, l, nil),
-		late:         prometheus.NewDesc("outbox_published_late_events_total", outboxPublishedLateHelp, l, nil),
-		unclassified: prometheus.NewDesc("outbox_unclassified_events", outboxUnclassifiedHelp, l, nil),
+		events:       prometheus.NewDesc(vocab.OutboxEvents, outboxEventsHelp, ls, nil),
+		oldest:       prometheus.NewDesc(vocab.OutboxOldestPendingAge, outboxOldestHelp, l, nil),
+		deadline:     prometheus.NewDesc(vocab.OutboxDeadline, outboxDeadlineHelp, l, nil),
+		pastDeadline: prometheus.NewDesc(vocab.OutboxPastDeadline, outboxPastDeadlineHelp, l, nil),
+		retried:      prometheus.NewDesc(vocab.OutboxRetried, outboxRetriedHelp, l, nil),
+		unknown:      prometheus.NewDesc(vocab.OutboxUnknownResult, outboxUnknownHelp, l, nil),
+		published:    prometheus.NewDesc(vocab.OutboxPublished, outboxPublishedHelp, l, nil),
+		late:         prometheus.NewDesc(vocab.OutboxPublishedLate, outboxPublishedLateHelp, l, nil),
+		unclassified: prometheus.NewDesc(vocab.OutboxUnclassified, outboxUnclassifiedHelp, l, nil),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Per-aggregate order: two events of one aggregate, E1 and its successor
@@ -44,8 +45,8 @@ var (
 
 func init() {
 	outboxDescribe = append(outboxDescribe,
-		prometheus.NewDesc("outbox_out_of_order_events", outboxOutOfOrderHelp, []string{"outbox"}, nil),
-		prometheus.NewDesc("outbox_published_without_receipt_events_total", outboxNoReceiptHelp, []string{"outbox"}, nil))
+		prometheus.NewDesc(vocab.OutboxOutOfOrder, outboxOutOfOrderHelp, []string{vocab.LabelOutbox}, nil),
+		prometheus.NewDesc(vocab.OutboxPublishedNoReceipt, outboxNoReceiptHelp, []string{vocab.LabelOutbox}, nil))
 }
 
 // orderDescs are the order and receipt descriptors with an outbox's label
@@ -55,13 +56,13 @@ type orderDescs struct {
 }
 
 func newOrderDescs(o *config.Outbox) orderDescs {
-	l := []string{"outbox"}
+	l := []string{vocab.LabelOutbox}
 	for _, x := range o.Labels {
 		l = append(l, x.Name)
 	}
 	return orderDescs{
-		outOfOrder: prometheus.NewDesc("outbox_out_of_order_events", outboxOutOfOrderHelp, l, nil),
-		noReceipt:  prometheus.NewDesc("outbox_published_without_receipt_events_total", outboxNoReceiptHelp, l, nil),
+		outOfOrder: prometheus.NewDesc(vocab.OutboxOutOfOrder, outboxOutOfOrderHelp, l, nil),
+		noReceipt:  prometheus.NewDesc(vocab.OutboxPublishedNoReceipt, outboxNoReceiptHelp, l, nil),
 	}
 }
 

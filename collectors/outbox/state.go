@@ -5,6 +5,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // State is the state of an outbox row, as the configuration's status
@@ -34,17 +35,17 @@ var GaugeStates = []State{Pending, InFlight, LeaseExpired, Dead}
 func (s State) String() string {
 	switch s {
 	case Pending:
-		return "pending"
+		return vocab.StatePending
 	case InFlight:
-		return "in_flight"
+		return vocab.StateInFlight
 	case LeaseExpired:
-		return "lease_expired"
+		return vocab.StateLeaseExpired
 	case Dead:
-		return "dead"
+		return vocab.StateDead
 	case Published:
-		return "published"
+		return vocab.StatePublished
 	default:
-		return "ignored"
+		return vocab.StateIgnored
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -240,16 +239,6 @@ func TestHistogram(t *testing.T) {
 	b := h.Buckets()
 	if b[1] != 2 || b[10] != 3 || h.Count != 4 || h.Sum != 56.5 {
 		t.Errorf("buckets %v count %d sum %v", b, h.Count, h.Sum)
-	}
-}
-
-func TestIndexName(t *testing.T) {
-	if got := outboxsql.IndexName("messages", "unpublished"); got != "outbox_exporter_messages_unpublished" {
-		t.Errorf("IndexName = %q", got)
-	}
-	long := outboxsql.IndexName(strings.Repeat("x", 60), "unpublished")
-	if len(long) > 63 || !strings.HasSuffix(long, "_unpublished") || long != outboxsql.IndexName(strings.Repeat("x", 60), "unpublished") {
-		t.Errorf("long IndexName = %q (%d)", long, len(long))
 	}
 }
 
