@@ -89,6 +89,7 @@ func Build(cfg *config.Config) (File, error) {
 		{Name: "outbox-cdc.alerts", Rules: b.cdcAlerts()},
 		{Name: "outbox-order.alerts", Rules: b.orderAlerts()},
 		{Name: "outbox-exporter.alerts", Rules: b.exporterAlerts()},
+		{Name: "outbox-leader.alerts", Rules: b.leaderAlerts()},
 	}}
 	kept := f.Groups[:0]
 	for _, g := range f.Groups {

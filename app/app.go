@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
 	"github.com/outbox-exporter/outbox_exporter/collectors/settings"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/leader"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/reconcile"
 )
@@ -38,6 +39,12 @@ type App struct {
 	// Reconcile runs the reconcile jobs; it has no jobs when none are
 	// configured.
 	Reconcile *reconcile.Scheduler
+	// Leader elects the replica that leads each reconcile job, audit and
+	// cdc entry (leader.go); nil without leader_election: this replica
+	// does all of them.
+	Leader *leader.Elector
+	// identity names this replica to the others (SetIdentity).
+	identity string
 
 	logger  *slog.Logger
 	outbox  map[string]*outbox.Collector
@@ -85,7 +92,7 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 		b.a.Sessions.SetLimit(cfg.SessionsPerServer)
 	}
 	b.a.Sessions.Plan(cfg.Databases)
-	for _, step := range []func(context.Context) error{b.pools, b.cdcs, b.outboxes, b.clusters, b.audits, b.reconcile} {
+	for _, step := range []func(context.Context) error{b.pools, b.cdcs, b.outboxes, b.clusters, b.audits, b.reconcile, b.leader} {
 		if err := step(ctx); err != nil {
 			b.a.closeNew(b.kept)
 			return nil, err
@@ -100,6 +107,9 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 	// The thresholds the generic rules read (objectives, reconcile
 	// intervals), from the config just built.
 	b.cs = append(b.cs, settings.New(cfg))
+	if b.a.Leader != nil {
+		b.cs = leaderOnly(b.cs, b.a.Leader)
+	}
 	b.a.Exporter = collectors.NewExporter(logger, b.cs...)
 	// Only now that nothing can fail: prev no longer closes what a kept.
 	for _, key := range b.kept {
@@ -250,7 +260,9 @@ func auditDeps(cfg *config.Config, name string) []any {
 	if o != nil {
 		db = cfg.Databases[o.Database]
 	}
-	return []any{ac, o, cfg.Kafka[ac.Kafka], db}
+	// An audit started by the Elector's terms is not the same part as
+	// one that runs from Start on.
+	return []any{ac, o, cfg.Kafka[ac.Kafka], db, cfg.LeaderElection != nil}
 }
 
 func (a *App) own(key string, close func()) {
@@ -298,6 +310,13 @@ func ClosePools(pools map[string]*pgxpool.Pool) {
 // them (the server's, not the App's), so that closing the previous App
 // does not stop them.
 func (a *App) Start(ctx context.Context) {
+	if a.Leader != nil {
+		// Audits run in the terms this replica leads; the reconcile
+		// scheduler asks the Elector at each run.
+		a.startLeader(ctx)
+		a.Reconcile.Start()
+		return
+	}
 	for _, name := range slices.Sorted(maps.Keys(a.Audits)) {
 		if a.running[name] {
 			continue

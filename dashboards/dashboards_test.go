@@ -90,3 +90,27 @@ outboxes:
 		t.Error("a selector appears although alerting.selector is empty")
 	}
 }
+
+// TestLeadershipPanel: with leader_election the exporter dashboard has the
+// panel of who leads; without, it has not.
+func TestLeadershipPanel(t *testing.T) {
+	cfg := exampleConfig(t)
+	for _, on := range []bool{false, true} {
+		cfg.LeaderElection = nil
+		if on {
+			cfg.LeaderElection = &config.LeaderElection{Database: "main"}
+		}
+		d, err := Exporter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := strings.Contains(string(b), "max by (instance, task) (outbox_exporter_leader")
+		if has != on {
+			t.Errorf("leader_election %v: panel of who leads present %v", on, has)
+		}
+	}
+}

@@ -15,7 +15,7 @@ const ExporterUID = "outbox-exporter"
 // Exporter shows whether outbox_exporter itself works: scrapes, each
 // collector's success and duration, and config reloads.
 func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(cfg)(newDashboard(cfg, ExporterUID, "Outbox / Exporter health",
+	b := newDashboard(cfg, ExporterUID, "Outbox / Exporter health",
 		"Health of outbox_exporter itself: a failing collector hides the metrics every other dashboard and alert relies on.").
 		WithRow(dashboard.NewRowBuilder("Collectors")).
 		WithPanel(graph("Collector success",
@@ -38,6 +38,22 @@ func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
 			"1 if the last load or reload of the config worked. After a failed reload the exporter keeps running the previous config.",
 			"bool",
 			target{fmt.Sprintf("max by (instance) (outbox_exporter_config_last_reload_successful%s)", sel()), "{{instance}}"},
-		).Min(0).Max(1)).
-		Build())
+		).Min(0).Max(1))
+	if cfg.LeaderElection != nil {
+		b = leadership(b)
+	}
+	return finish(cfg)(b.Build())
+}
+
+// leadership is the row of who leads each task that leader_election
+// shares: one line per replica and task, 1 where it leads. A task whose
+// lines all read 0 has no leader (OutboxTaskLeaderless); two at 1 at
+// once would be two leaders.
+func leadership(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
+	return b.WithRow(dashboard.NewRowBuilder("Leadership")).
+		WithPanel(graph("Who leads",
+			"1 on the replica that leads each task (a reconcile job's runs, an audit's reading of the topics), 0 on the replicas that stand by. A handover shows as one line falling and another rising after it.",
+			"bool",
+			target{fmt.Sprintf("max by (instance, task) (outbox_exporter_leader%s)", sel()), "{{task}} on {{instance}}"},
+		).Min(0).Max(1).Span(24))
 }

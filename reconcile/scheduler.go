@@ -63,6 +63,8 @@ type Scheduler struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// gate, when set, says whether this replica leads a job (SetGate).
+	gate atomic.Pointer[Gate]
 	// started guards Start/Stop.
 	mu      sync.Mutex
 	started bool
@@ -257,6 +259,21 @@ func (s *Scheduler) Jobs() []string {
 	return slices.Clone(s.names)
 }
 
+// Gate says whether this replica leads job: the context of its term
+// (which ends when the lease is lost) and true, or false on a standby.
+type Gate func(job string) (context.Context, bool)
+
+// SetGate makes scheduled runs happen only where g says this replica
+// leads the job, under the lease's context. Runs asked for by Run (the
+// API, the reconcile command) are not gated. nil removes the gate.
+func (s *Scheduler) SetGate(g Gate) {
+	if g == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&g)
+}
+
 // Start begins running the jobs on their schedules.
 func (s *Scheduler) Start() {
 	s.mu.Lock()
@@ -291,7 +308,17 @@ func (s *Scheduler) scheduled(name string, js *jobState, full bool) func() {
 		if full {
 			kind = "full"
 		}
-		res, err := s.runJob(s.ctx, js, name, full)
+		ctx := s.ctx
+		if g := s.gate.Load(); g != nil {
+			lease, ok := (*g)(name)
+			if !ok {
+				s.logger.Debug("reconcile run left to the replica that leads it", "reconcile", name, "run", kind)
+				return
+			}
+			// Losing the lease cancels the run; Stop still does too.
+			ctx = lease
+		}
+		res, err := s.runJob(ctx, js, name, full)
 		switch {
 		case errors.Is(err, ErrUnknownJob):
 			// Fired as a reload removed or replaced the job.

@@ -148,7 +148,8 @@ func seedShareGroup(t *testing.T, brokers []string) {
 }
 
 // goldenConfig runs every collector: the reliability outbox with dead
-// states and order columns, a Kafka group, a reconcile job and an audit.
+// states and order columns, a Kafka group, a reconcile job and an audit,
+// led by this one replica (leader_election).
 func goldenConfig(dbURL, broker string) string {
 	cfg := reliabilityConfig(dbURL, 2)
 	return strings.Replace(cfg, "    labels: {event_type: event_type}", "    labels: {event_type: event_type}\n    dead: [ABANDONED]\n    aggregate: conversation_id\n    sequence: seq\n    receipt: receipt_id", 1) + fmt.Sprintf(`
@@ -173,6 +174,10 @@ audit:
     grace: 1s
     aggregate: key
     sequence: header:seq
+leader_election:
+  database: main
+  check_interval: 1s
+  retry_interval: 100ms
 `, broker)
 }
 

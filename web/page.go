@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/leader"
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 	"github.com/outbox-exporter/outbox_exporter/web/history"
 )
@@ -153,6 +154,10 @@ type pageData struct {
 	CDC         []cdcView
 	Collectors  []collectorView
 	HistoryNote string
+
+	// Leaders is each task leader_election shares: whether this replica
+	// leads it, else who does; empty without leader_election.
+	Leaders []leader.Status
 }
 
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
@@ -177,6 +182,9 @@ func (s *Server) pageData(r *http.Request) pageData {
 	a := s.App()
 	if a != nil && a.Config.Alerting.RunbookURL != "" {
 		d.RunbookURL = a.Config.Alerting.RunbookURL
+	}
+	if a != nil && a.Leader != nil {
+		d.Leaders = a.Leader.Status()
 	}
 	snap := s.rec.snapshot()
 	if snap == nil {

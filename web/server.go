@@ -37,6 +37,9 @@ type Options struct {
 	// without it anyone who reaches the port could make the exporter
 	// reload.
 	EnableLifecycle bool
+	// Identity names this replica to the others when leader_election is
+	// configured (app.DefaultIdentity).
+	Identity string
 }
 
 // Server owns the running App and its HTTP handlers.
@@ -139,6 +142,7 @@ func (s *Server) reload() error {
 	prev := s.app
 	s.app = next
 	s.mu.Unlock()
+	next.SetIdentity(s.opts.Identity)
 	next.Start(s.runCtx)
 	if prev != nil {
 		prev.Close()

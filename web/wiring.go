@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
 	"github.com/outbox-exporter/outbox_exporter/internal/httpjson"
+	"github.com/outbox-exporter/outbox_exporter/internal/leader"
 )
 
 // pageStuckRows is how many rows the page shows per outbox; stuckDefault
@@ -30,14 +31,25 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 			httpjson.Write(w, http.StatusServiceUnavailable, apiError{errNoApp.Error()})
 			return
 		}
+		if job := jobOf(r, a); a.Config.Reconcile[job] != nil && standby(w, a, leader.Task("reconcile", job)) {
+			return
+		}
 		a.Reconcile.Handler().ServeHTTP(w, r)
 	})
-	mux.Handle("GET /api/v1/audit", audit.Handler(func(name string) *audit.Auditor {
+	auditH := audit.Handler(func(name string) *audit.Auditor {
 		if a := s.App(); a != nil {
 			return a.Audits[name]
 		}
 		return nil
-	}))
+	})
+	mux.HandleFunc("GET /api/v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("outbox")
+		if a := s.App(); a != nil && a.Audits[name] != nil && standby(w, a, leader.Task("audit", name)) {
+			return
+		}
+		auditH.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /api/v1/leader", s.serveLeader)
 }
 
 // serveStuck answers /api/v1/stuck?outbox=N&limit=K with the oldest

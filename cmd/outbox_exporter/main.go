@@ -21,6 +21,7 @@ import (
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/demo"
 	"github.com/outbox-exporter/outbox_exporter/web"
 )
@@ -158,6 +159,7 @@ func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
 		TimeoutOffset:   c.timeoutOffset,
 		Logger:          logger,
 		EnableLifecycle: c.lifecycle,
+		Identity:        app.DefaultIdentity(firstAddress(c.web)),
 	})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
@@ -201,4 +203,12 @@ func waitServed(ctx context.Context, httpSrv *http.Server, errc <-chan error, lo
 		_ = httpSrv.Shutdown(sctx)
 	}
 	return 0
+}
+
+// firstAddress is the first --web.listen-address, "" when none.
+func firstAddress(fc *toolkit.FlagConfig) string {
+	if fc == nil || fc.WebListenAddresses == nil || len(*fc.WebListenAddresses) == 0 {
+		return ""
+	}
+	return (*fc.WebListenAddresses)[0]
 }

@@ -237,6 +237,24 @@ func (a *Auditor) Start(ctx context.Context) {
 	}
 }
 
+// Stop ends what Start began and closes its Kafka client, keeping the
+// state for the report; Start may be called again, and then re-reads the
+// window the topics still hold (a replica that leads the audit again after
+// another led it).
+func (a *Auditor) Stop() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.wg.Wait()
+	a.mu.Lock()
+	cl := a.client
+	a.client = nil
+	a.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
+
 // Close stops the auditor and frees its state.
 func (a *Auditor) Close() {
 	if a.cancel != nil {

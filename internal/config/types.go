@@ -22,6 +22,9 @@ type Config struct {
 	// one server (host and port) share: the exporter never holds more
 	// there, so it cannot take the application's connection slots.
 	SessionsPerServer int `yaml:"sessions_per_server"`
+	// LeaderElection, when set, makes one replica lead each piece of work
+	// that must be done once (leader.go); nil: every replica does all.
+	LeaderElection *LeaderElection `yaml:"leader_election"`
 
 	// lines maps a key path such as "outboxes.messages.deadline" to the
 	// line it was written on, for errors found after decoding.

@@ -68,6 +68,10 @@ func (c *Config) setDefaults() {
 		orDefault(&a.Window, DefaultAuditWindow)
 		orDefault(&a.Interval, DefaultAuditInterval)
 	}
+	if le := c.LeaderElection; le != nil {
+		orDefault(&le.CheckInterval, DefaultLeaderCheckInterval)
+		orDefault(&le.RetryInterval, DefaultLeaderRetryInterval)
+	}
 }
 
 // orDefault sets *v to def if it is the zero value: the key was left out.
@@ -197,6 +201,7 @@ func (c *Config) validate() Errors {
 		v.audit("audit."+name, name, c.Audit[name])
 	}
 	v.cdcs()
+	v.leaderElection()
 	v.alerting("alerting", &c.Alerting)
 	v.order()
 	return v.errs

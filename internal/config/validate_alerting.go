@@ -14,7 +14,7 @@ import (
 var exporterLabels = []string{
 	"cdc", "cluster", "collector", "goversion", "group", "instance", "job", "kind", "le",
 	"outbox", "partition", "protocol", "reconcile", "revision", "state", "status", "target",
-	"topic", "version",
+	"task", "topic", "version",
 }
 
 // MaxDashboardUIDPrefix is the longest alerting.dashboard_uid_prefix:

@@ -266,15 +266,13 @@ func (c *budgetedConn) Close() error {
 	return err
 }
 
-// share makes the pool config's sessions count against the budget of its
-// server: a dial takes room first, the socket's close gives it back, and a
-// session returned to the pool while the server is crowded is closed.
-func (b *Budgets) share(pc *pgxpool.Config) (*server, func(*pgxpool.Pool)) {
-	key := net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
-	s := b.server(key)
-	pc.MaxConns = b.poolSize(key, int(pc.MaxConns))
-	dial := pc.ConnConfig.DialFunc
-	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+// countDials makes every session dialled with cc count against the
+// budget of its server: a dial takes room first (AcquireSession's way),
+// the socket's close gives it back. It returns the server's budget.
+func (b *Budgets) countDials(cc *pgx.ConnConfig) *server {
+	s := b.server(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	dial := cc.DialFunc
+	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		release, err := s.acquire(ctx)
 		if err != nil {
 			return nil, err
@@ -286,6 +284,16 @@ func (b *Budgets) share(pc *pgxpool.Config) (*server, func(*pgxpool.Pool)) {
 		}
 		return &budgetedConn{Conn: c, release: release}, nil
 	}
+	return s
+}
+
+// share makes the pool config's sessions count against the budget of its
+// server: a dial takes room first, the socket's close gives it back, and a
+// session returned to the pool while the server is crowded is closed.
+func (b *Budgets) share(pc *pgxpool.Config) (*server, func(*pgxpool.Pool)) {
+	key := net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
+	pc.MaxConns = b.poolSize(key, int(pc.MaxConns))
+	s := b.countDials(pc.ConnConfig)
 	g := pc.ConnConfig.Tracer.(guard)
 	g.acquiring = &atomic.Int64{}
 	var pool atomic.Pointer[pgxpool.Pool]

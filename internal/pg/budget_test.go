@@ -148,3 +148,37 @@ func TestAcquireSessionCounts(t *testing.T) {
 		t.Errorf("a DSN that does not parse was given a session")
 	}
 }
+
+// A replica's lease session (leader election) counts against the budget
+// of its server like a pool's: it takes room when dialled, waits for room
+// when there is none, and gives it back when closed.
+func TestLeaseSessionCounts(t *testing.T) {
+	b := NewBudgets(2)
+	db := pgtest.New(t)
+	cfg := fencedPool(t, db, 2)
+	ka := LeaseKeepalive{Idle: time.Second, Interval: time.Second, Count: 2}
+	conn, err := OpenLeaseSession(context.Background(), cfg, "outbox_exporter leader test", ka, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.Open(cfg); n != 1 {
+		t.Errorf("%d sessions counted with the lease session open, want 1", n)
+	}
+	release, err := b.AcquireSession(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if c, err := OpenLeaseSession(ctx, cfg, "outbox_exporter leader test", ka, b); err == nil {
+		c.Close(context.Background())
+		t.Errorf("a second lease session opened with the budget of 2 taken")
+	}
+	release()
+	if err := conn.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.Open(cfg); n != 0 {
+		t.Errorf("%d sessions counted after the lease session closed, want 0", n)
+	}
+}

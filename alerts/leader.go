@@ -1,0 +1,45 @@
+package alerts
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// LeaderlessMin is the least time a task may go without a leader before
+// OutboxTaskLeaderless fires: longer than any failover (a retry and a
+// takeover wait, seconds; a partition, the lease session's keepalives),
+// so a handover never fires it.
+const LeaderlessMin = 5 * time.Minute
+
+// leaderAlerts fire when no replica leads a task that leader_election
+// shares: its work (reconcile runs, the audit) is then done by no one. One
+// rule per task, each waiting what its schedule allows: a reconcile job
+// its run limit (a missed run), an audit LeaderlessMin. A cdc entry's
+// lease gates no work (every replica keeps its WAL history), so no alert.
+func (b *builder) leaderAlerts() []Rule {
+	if b.cfg.LeaderElection == nil {
+		return nil
+	}
+	var rules []Rule
+	add := func(task string, wait time.Duration, what string) {
+		rules = append(rules, b.alert("OutboxTaskLeaderless", SeverityWarning,
+			fmt.Sprintf("max by (%s) (outbox_exporter_leader%s) == 0", b.by("task"), b.selector(eq("task", task))),
+			model.Duration(wait).String(),
+			"No outbox_exporter replica leads a task that must run once.",
+			fmt.Sprintf("No replica has led {{ $labels.task }} for %s: %s. Every replica stands by: none can take the task's lease on the leader_election database, or they disagree on the configuration.",
+				model.Duration(wait), what),
+			map[string]string{"task": task}))
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
+		add("reconcile/"+name, max(RunLimit(b.cfg.Reconcile[name].Schedule), LeaderlessMin),
+			"its scheduled runs are not happening, so lost events go unnoticed")
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.cfg.Audit)) {
+		add("audit/"+name, LeaderlessMin, "no replica reads the topics for the audit, so silent loss goes unnoticed")
+	}
+	return rules
+}

@@ -1,0 +1,137 @@
+package app
+
+import (
+	"context"
+	"maps"
+	"net"
+	"os"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/leader"
+)
+
+// leader builds the Elector of the leader_election section, if any: one
+// task per reconcile job, audit and cdc entry. It is not kept across a
+// reload: the new App's Elector takes the leases once the previous App
+// closed its own (within one retry and the takeover wait), so that no
+// closure of a kept Elector can point at a part the reload replaced.
+func (b *builder) leader(context.Context) error {
+	le := b.a.Config.LeaderElection
+	if le == nil {
+		b.a.Reconcile.SetGate(nil)
+		return nil
+	}
+	b.a.Leader = leader.New(Tasks(b.a.Config), nil, Timing(le), b.a.logger)
+	b.a.Reconcile.SetGate(func(job string) (context.Context, bool) {
+		return b.a.Leader.Lease(leader.Task("reconcile", job))
+	})
+	b.cs = append(b.cs, leader.NewCollector(b.a.Leader))
+	return nil
+}
+
+// Timing is the election's clock from the configuration.
+func Timing(le *config.LeaderElection) leader.Timing {
+	return leader.Timing{Check: le.CheckInterval, Retry: le.RetryInterval}
+}
+
+// Tasks lists the tasks cfg's replicas share, sorted.
+func Tasks(cfg *config.Config) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
+		out = append(out, leader.Task("reconcile", name))
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
+		out = append(out, leader.Task("audit", name))
+	}
+	for _, name := range slices.Sorted(maps.Keys(cdc.ByDatabase(cfg.CDC))) {
+		for _, entry := range slices.Sorted(maps.Keys(cdc.ByDatabase(cfg.CDC)[name])) {
+			out = append(out, leader.Task("cdc", entry))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// startLeader runs the Elector under ctx with the identity set by
+// SetIdentity, the audits started by their terms; it is closed (its
+// terms ended, their work returned, its session closed) first when the
+// App closes.
+func (a *App) startLeader(ctx context.Context) {
+	le := a.Config.LeaderElection
+	id := a.identity
+	if id == "" {
+		id = DefaultIdentity("")
+	}
+	a.Leader.SetDialer(leader.PGDialer(a.Config.Databases[le.Database], id, Timing(le), a.Sessions))
+	for _, name := range slices.Sorted(maps.Keys(a.Audits)) {
+		au, task := a.Audits[name], leader.Task("audit", name)
+		a.Leader.OnLead(task, func(ctx context.Context) {
+			a.logger.Info("audit started: this replica leads it", "task", task)
+			au.Start(ctx)
+			<-ctx.Done()
+			au.Stop()
+			a.logger.Info("audit stopped: this replica no longer leads it", "task", task)
+		})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.Leader.Run(ctx) }()
+	a.own("leader", func() { cancel(); <-done })
+}
+
+// SetIdentity names this replica in its lease session, for the others to
+// say who leads; call before Start. "" keeps DefaultIdentity("").
+func (a *App) SetIdentity(id string) { a.identity = id }
+
+// DefaultIdentity is the host name (a pod's name in Kubernetes) and the
+// listen address's port: what tells two replicas apart, on one host or
+// many.
+func DefaultIdentity(listen string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" {
+		return host + ":" + port
+	}
+	return host
+}
+
+// leaderOnly makes the reconcile and audit collectors of cs export their
+// findings only on the replica that leads them: a standby's are none or
+// stale (from a term it lost), and an alert taking the max over replicas
+// would keep firing on a gap repaired since. The other collectors (the
+// outbox tables, Kafka lag, cdc slots) are the cheap per-scrape work
+// every replica does.
+func leaderOnly(cs []collectors.Collector, e *leader.Elector) []collectors.Collector {
+	out := make([]collectors.Collector, len(cs))
+	for i, c := range cs {
+		switch c.Name() {
+		case "reconcile", "audit":
+			out[i] = ledCollector{Collector: c, task: leader.Task(c.Name(), c.Target()), e: e}
+		default:
+			out[i] = c
+		}
+	}
+	return out
+}
+
+// ledCollector is a collector whose Update runs only while its task is led
+// here.
+type ledCollector struct {
+	collectors.Collector
+	task string
+	e    *leader.Elector
+}
+
+func (c ledCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if _, ok := c.e.Lease(c.task); !ok {
+		return nil
+	}
+	return c.Collector.Update(ctx, ch)
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func config(a, b, schedule string) string {
+	return fmt.Sprintf(`
+databases:
+  main: {dsn: %q, max_connections: 2}
+  search: {dsn: %q, max_connections: 2}
+outboxes:
+  messages:
+    database: main
+    table: public.outbox
+    id: event_id
+    created_at: created_at
+    status: status
+    pending: [PENDING]
+    published: [PUBLISHED]
+    published_at: published_at
+    deadline: 5m
+reconcile:
+  search_index:
+    schedule: %q
+    window: 24h
+    authority: {database: main, table: public.messages, key: id, version: version, created_at: created_at}
+    outbox: {name: messages, key: message_id, version: message_version}
+    target: {database: search, table: public.search_index, key: message_id, version: version}
+leader_election:
+  database: main
+`, a, b, schedule)
+}
+
+// arm runs n replicas for dur, each scraped every 15 s, and returns the
+// work the two databases did meanwhile and the runs the replicas logged.
+func arm(ctx context.Context, server, bin, a, b string, n int, dur time.Duration, schedule string, scrapeFirst bool) (work, error) {
+	dir, err := os.MkdirTemp("", "leaderbench")
+	if err != nil {
+		return work{}, err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "c.yml")
+	if err := os.WriteFile(cfg, []byte(config(a, b, schedule)), 0o600); err != nil {
+		return work{}, err
+	}
+	before, err := counters(ctx, a, b)
+	if err != nil {
+		return work{}, err
+	}
+	var cmds []*exec.Cmd
+	var logs []string
+	var addrs []string
+	for i := 0; i < n; i++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return work{}, err
+		}
+		log := filepath.Join(dir, fmt.Sprintf("r%d.log", i))
+		f, err := os.Create(log)
+		if err != nil {
+			return work{}, err
+		}
+		c := exec.Command(bin, "--config.file="+cfg, "--web.listen-address="+addr, "--log.format=json")
+		c.Stdout, c.Stderr = f, f
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			return work{}, err
+		}
+		cmds, logs, addrs = append(cmds, c), append(logs, log), append(addrs, addr)
+	}
+	end := time.Now().Add(dur)
+	for time.Now().Before(end) {
+		for i, addr := range addrs {
+			if i == 0 || !scrapeFirst {
+				scrape(addr)
+			}
+		}
+		time.Sleep(15 * time.Second)
+	}
+	for _, c := range cmds {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+		_ = c.Wait()
+	}
+	time.Sleep(2 * time.Second) // the servers flush their statistics
+	after, err := counters(ctx, a, b)
+	if err != nil {
+		return work{}, err
+	}
+	w := work{tuples: after.tuples - before.tuples, xacts: after.xacts - before.xacts, blocks: after.blocks - before.blocks}
+	for _, l := range logs {
+		raw, _ := os.ReadFile(l)
+		w.runs += int64(strings.Count(string(raw), `"msg":"reconcile run completed"`))
+	}
+	return w, nil
+}
+
+func scrape(addr string) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+// counters sums pg_stat_database's counters of the given databases, read
+// from each (a fresh session, so its own work is small and the same in
+// every arm).
+func counters(ctx context.Context, urls ...string) (work, error) {
+	var w work
+	for _, u := range urls {
+		c, err := pgx.Connect(ctx, u)
+		if err != nil {
+			return w, err
+		}
+		var t, x, bl int64
+		err = c.QueryRow(ctx, `SELECT tup_returned + tup_fetched, xact_commit + xact_rollback, blks_hit + blks_read
+			FROM pg_stat_database WHERE datname = current_database()`).Scan(&t, &x, &bl)
+		c.Close(ctx)
+		if err != nil {
+			return w, err
+		}
+		w.tuples += t
+		w.xacts += x
+		w.blocks += bl
+	}
+	return w, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,144 @@
+// Command leaderbench measures the database work of a pair of exporter
+// replicas with leader_election against one replica's, in the same run:
+// each arm runs the exporter process(es) on a steady pipeline for the
+// same time, scraped every 15 s as Prometheus would, and reads the
+// server's own counters of the monitored databases (pg_stat_database:
+// rows returned and fetched, transactions, blocks touched). The pair runs
+// the cheap per-scrape queries twice (each replica collects for its own
+// scrapes) and the reconcile runs once.
+//
+//	go build -o /tmp/oe ./cmd/outbox_exporter && go run ./bench/leaderbench -bin /tmp/oe -for 5m
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func main() {
+	server := flag.String("server", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL server to create the throwaway databases on")
+	bin := flag.String("bin", "", "the outbox_exporter binary")
+	dur := flag.Duration("for", 5*time.Minute, "how long each arm runs")
+	rows := flag.Int("rows", 100000, "rows in the authority, outbox and target")
+	schedule := flag.String("schedule", "@every 30s", "the reconcile job's schedule")
+	scrapeFirst := flag.Bool("scrape-first-only", false, "scrape only the first replica of the pair: the pair's elected work apart from each replica's per-scrape queries")
+	flag.Parse()
+	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst); err != nil {
+		fmt.Fprintln(os.Stderr, "leaderbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst bool) error {
+	if bin == "" {
+		return fmt.Errorf("-bin is required")
+	}
+	ctx := context.Background()
+	a, b, drop, err := databases(ctx, server, rows)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s (first replica only: %v), %v per arm\n", rows, schedule, scrapeFirst, dur)
+	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs |")
+	fmt.Println("|---|---:|---:|---:|---:|")
+	var base work
+	for _, n := range []int{1, 2} {
+		w, err := arm(ctx, server, bin, a, b, n, dur, schedule, scrapeFirst)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d replica(s) | %d | %d | %d | %d |\n", n, w.tuples, w.xacts, w.blocks, w.runs)
+		if n == 1 {
+			base = w
+			continue
+		}
+		fmt.Printf("| ratio | %.2fx | %.2fx | %.2fx | %.2fx |\n", ratio(w.tuples, base.tuples), ratio(w.xacts, base.xacts),
+			ratio(w.blocks, base.blocks), ratio(w.runs, base.runs))
+	}
+	return nil
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+type work struct{ tuples, xacts, blocks, runs int64 }
+
+// databases creates and fills the authority/outbox and target databases.
+func databases(ctx context.Context, server string, rows int) (string, string, func(), error) {
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	rb := make([]byte, 4)
+	_, _ = rand.Read(rb)
+	names := []string{"oxlb_a_" + hex.EncodeToString(rb), "oxlb_b_" + hex.EncodeToString(rb)}
+	for _, n := range names {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+n); err != nil {
+			return "", "", nil, fmt.Errorf("create database: %w", err)
+		}
+	}
+	drop := func() {
+		c, err := pgx.Connect(context.Background(), server)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		for _, n := range names {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+n+" WITH (FORCE)")
+		}
+	}
+	urls := []string{dbURL(server, names[0]), dbURL(server, names[1])}
+	steps := []struct {
+		db  int
+		sql string
+	}{
+		{0, `CREATE TABLE messages (id bigint PRIMARY KEY, version bigint NOT NULL, created_at timestamptz NOT NULL)`},
+		{0, `CREATE TABLE outbox (event_id bigserial PRIMARY KEY, message_id bigint NOT NULL, message_version bigint NOT NULL,
+			created_at timestamptz NOT NULL, status text NOT NULL, published_at timestamptz)`},
+		{0, fmt.Sprintf(`INSERT INTO messages SELECT i, 1, now() - interval '1 hour' FROM generate_series(1, %d) i`, rows)},
+		{0, fmt.Sprintf(`INSERT INTO outbox (message_id, message_version, created_at, status, published_at)
+			SELECT i, 1, now() - interval '1 hour', 'PUBLISHED', now() - interval '1 hour' FROM generate_series(1, %d) i`, rows)},
+		{0, `CREATE INDEX ON outbox (message_id, message_version)`},
+		{0, `CREATE INDEX ON messages (created_at)`},
+		{0, `CREATE INDEX ON outbox (created_at) WHERE status <> 'PUBLISHED'`},
+		{0, `VACUUM ANALYZE`},
+		{1, `CREATE TABLE search_index (message_id bigint PRIMARY KEY, version bigint NOT NULL)`},
+		{1, fmt.Sprintf(`INSERT INTO search_index SELECT i, 1 FROM generate_series(1, %d) i`, rows)},
+		{1, `VACUUM ANALYZE`},
+	}
+	for _, s := range steps {
+		c, err := pgx.Connect(ctx, urls[s.db])
+		if err != nil {
+			drop()
+			return "", "", nil, err
+		}
+		_, err = c.Exec(ctx, s.sql)
+		c.Close(ctx)
+		if err != nil {
+			drop()
+			return "", "", nil, fmt.Errorf("%s: %w", strings.Fields(s.sql)[0], err)
+		}
+	}
+	return urls[0], urls[1], drop, nil
+}
+
+func dbURL(server, name string) string {
+	u, _ := url.Parse(server)
+	u.Path = "/" + name
+	return u.String()
+}

@@ -1,0 +1,106 @@
+// Package leader makes one replica of the exporter lead each task that
+// must be done once (a reconcile job, an audit, a cdc entry's WAL
+// history) while the others stand by.
+//
+// A task's lease is a session-level PostgreSQL advisory lock, taken with
+// pg_try_advisory_lock on a key derived from the task's name, held by the
+// one lease session each replica keeps on the configured database's
+// server. An advisory lock needs no privilege and no write, so the
+// exporter's read-only role can hold it; the server releases it the
+// moment the session ends, whether the replica closed it, died or was
+// terminated. No protocol of our own decides anything: the server's lock
+// table does.
+//
+// Timing (Timing): the holder checks its session every Check, each check
+// bounded by Check; a failed check ends every term at once. A replica that
+// wins a lock waits Check+Check more, still checking its session, before
+// its term begins: the replica that held the lock before has by then
+// noticed that it lost it. The server drops a session whose client went
+// silent only after its keepalives (Keepalive) fail, which is set longer
+// than the holder's own detection, so that across a partition too the old
+// leader stops before the server frees the lock.
+package leader
+
+import (
+	"hash/fnv"
+	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+)
+
+// namespace keeps the exporter's lock keys apart from the advisory locks
+// of applications on the same database; changing it would let an old and
+// a new version lead at once during a rolling upgrade, so it stays.
+const namespace = "outbox_exporter/leader/v1"
+
+// Key is the advisory lock key of task: the 64-bit FNV-1a hash of the
+// namespace and the task name, stable across versions and platforms.
+func Key(task string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(namespace))
+	h.Write([]byte{0})
+	h.Write([]byte(task))
+	return int64(h.Sum64())
+}
+
+// Task names a task: "reconcile/NAME", "audit/NAME" or "cdc/NAME".
+func Task(kind, name string) string { return kind + "/" + name }
+
+// Timing is the election's clock.
+type Timing struct {
+	// Check is how often a session is checked, and how long one check may
+	// take.
+	Check time.Duration
+	// Retry is how often a replica tries to take a task it does not lead.
+	Retry time.Duration
+}
+
+// StopBound is how long after its session last answered a leader may
+// still be leading: the next check starts within Check and fails within
+// Check more.
+func (t Timing) StopBound() time.Duration { return 2 * t.Check }
+
+// Takeover is how long a replica that won a lock waits before its term
+// begins: the previous holder's StopBound, counted from when the lock
+// was freed (which is no earlier than when its session last answered).
+func (t Timing) Takeover() time.Duration { return t.StopBound() }
+
+// Keepalive is the lease session's server-side keepalive: the server
+// keeps a silent session (and its locks) at least StopBound plus four
+// seconds, so that the partitioned leader has stopped before the lock is
+// freed.
+func (t Timing) Keepalive() pg.LeaseKeepalive {
+	idle := t.StopBound() + time.Second
+	return pg.LeaseKeepalive{Idle: idle.Round(time.Second), Interval: time.Second, Count: 3}
+}
+
+// Failover bounds how long a task goes without a leader after its leader
+// fails, when another replica is up and can reach the server.
+type Failover struct {
+	// Exit: the leader's process dies or its session is terminated; the
+	// server frees the lock at once.
+	Exit time.Duration
+	// Partition: the leader can no longer reach the server; the server
+	// frees the lock when its keepalives give up.
+	Partition time.Duration
+}
+
+// Bounds returns the failover bounds: the lock is freed, a standby's
+// next try comes within Retry and takes at most Check, then it waits
+// Takeover.
+func (t Timing) Bounds() Failover {
+	after := t.Retry + t.Check + t.Takeover()
+	ka := t.Keepalive()
+	return Failover{Exit: after, Partition: ka.Total() + after}
+}
+
+// wait is how long the loop sleeps before its next round: a replica that
+// holds a lock (leading or taking over) checks its session every Check
+// (and tries the tasks it lacks with the same query); one that holds
+// none tries again every Retry.
+func (t Timing) wait(holding bool) time.Duration {
+	if holding {
+		return t.Check
+	}
+	return t.Retry
+}
