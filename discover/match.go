@@ -55,8 +55,12 @@ func Match(tables []Table) ([]Found, []Miss) {
 	return found, misses
 }
 
-// namedAs reports whether t's name holds the preset's table name.
+// namedAs reports whether t's name holds the preset's table name; a
+// preset whose table is named per topic (watermill-sql) names none.
 func namedAs(t Table, p *config.Preset) bool {
+	if p.Base().Fill.Table == "" {
+		return false
+	}
 	return strings.Contains(strings.ToLower(t.Name), strings.ToLower(p.Base().Fill.Table))
 }
 

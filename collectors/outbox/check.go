@@ -100,7 +100,11 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 }
 
 func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *config.Outbox) (*CheckReport, error) {
-	cols, err := outboxsql.Introspect(ctx, tx, o.Table)
+	cols, err := outboxsql.IntrospectOutbox(ctx, tx, o)
+	if (errors.Is(err, outboxsql.ErrNoTable) || errors.Is(err, outboxsql.ErrOffsetsShape)) && o.OffsetsTable != "" {
+		r.add(false, "table "+o.Table+" and offsets_table "+o.OffsetsTable, "%v (or this user may not see it)", err)
+		return r, nil
+	}
 	if errors.Is(err, outboxsql.ErrNoTable) {
 		r.add(false, "table "+o.Table, "does not exist (or this user may not see it)")
 		return r, nil

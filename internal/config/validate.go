@@ -241,6 +241,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive, got %v", o.SLOObjective)
 	}
 	v.outboxTimeZone(p, o)
+	v.outboxOffsets(p, o)
 	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
 		if pr.sql == "" {
 			continue
