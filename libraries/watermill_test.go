@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +204,33 @@ func compareMetrics(t *testing.T, got, want metrics) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("unexpected %s = %v", k, g)
 		}
+	}
+}
+
+// TestWatermillCheck: check reads the offsets table beside the messages
+// table, names the preset and asks for no index on a column the messages
+// table does not have; an offsets table of another shape fails
+// naming the column it lacks.
+func TestWatermillCheck(t *testing.T) {
+	rg := newRigSQL(t, "")
+	watermillPublish(t, rg, rand.New(rand.NewPCG(1, 25)), 3)
+	watermillConsume(t, rg, "billing", 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o := outboxFor(t, "watermill-sql", "    table: watermill_orders\n")
+	r, err := outbox.Check(ctx, rg.pool, "events", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK || !strings.Contains(r.Text(), "ok   preset watermill-sql: schema v4") || len(r.Statements) > 0 {
+		t.Errorf("check:\n%s", r.Text())
+	}
+	rg.db.Exec(t, "ALTER TABLE watermill_offsets_orders RENAME offset_acked TO acked")
+	r, err = outbox.Check(ctx, rg.pool, "events", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK || !strings.Contains(r.Text(), "offsets_table watermill_offsets_orders lacks column offset_acked") {
+		t.Errorf("check on an offsets table without offset_acked: OK %v\n%s", r.OK, r.Text())
 	}
 }

@@ -163,6 +163,14 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 			r.add(true, what, "served by an index")
 			continue
 		}
+		if o.OffsetsTable != "" {
+			// The label is the offsets table's column: no index of the
+			// messages table can hold it. Each group reads its unacked
+			// range through the primary key (transaction_id, offset), as
+			// the library's own subscriber does.
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; with offsets_table each consumer group's unacked messages are read by the messages table's primary key, no index to create", what, problem))
+			continue
+		}
 		r.add(false, what, "%s; wants index %s (for %s)", problem, ix.Name, ix.For)
 		stmt := ix.SQL(o.Table)
 		if !slices.Contains(r.Statements, stmt) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -54,5 +55,28 @@ func (v *validator) outboxOffsets(p string, o *Outbox) {
 	}
 	if !slices.ContainsFunc(o.Labels, func(l Label) bool { return l.Column == OffsetsGroupColumn }) {
 		v.fail(p+".labels", "with offsets_table, one label must read the column %s (one series per consumer group)", OffsetsGroupColumn)
+	}
+}
+
+// offsetsUsers refuses the readers of a row's own state (audit, reconcile
+// and the cdc link) on an outbox with offsets_table: there a message's
+// state is one per consumer group.
+func (v *validator) offsetsUsers() {
+	offsets := func(name string) bool { o, ok := v.c.Outboxes[name]; return ok && o.OffsetsTable != "" }
+	const why = "outbox %q has offsets_table: a message is pending or consumed per consumer group, not once"
+	for _, name := range slices.Sorted(maps.Keys(v.c.Audit)) {
+		if offsets(name) {
+			v.fail("audit."+name, why, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(v.c.Reconcile)) {
+		if r := v.c.Reconcile[name]; r.Outbox != nil && offsets(r.Outbox.Name) {
+			v.fail("reconcile."+name+".outbox.name", why, r.Outbox.Name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(v.c.CDC)) {
+		if c := v.c.CDC[name]; offsets(c.Outbox) {
+			v.fail("cdc."+name+".outbox", why, c.Outbox)
+		}
 	}
 }

@@ -44,6 +44,10 @@ func TestOffsetsTableRefused(t *testing.T) {
 		{"watermill-sql", "    table: watermill_orders\n    published_at: done_at\n", "outboxes.events.offsets_table: a consumer group's offset says which messages it has consumed: give no status, published_at or dead_at with it"},
 		{"watermill-sql", "    table: watermill_orders\n    offsets_table: \"x;y\"\n", `outboxes.events.offsets_table: "x;y" is not a valid table name`},
 		{"watermill-sql", "    table: watermill_orders\n    labels: {kind: event_type}\n", "outboxes.events.labels: with offsets_table, one label must read the column consumer_group"},
+		{"watermill-sql", "    table: watermill_orders\ncdc:\n  wm:\n    database: main\n    slot: s\n    deadline: 1m\n    outbox: events\n",
+			`cdc.wm.outbox: outbox "events" has offsets_table: a message is pending or consumed per consumer group, not once`},
+		{"watermill-sql", "    table: watermill_orders\nreconcile:\n  r:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: a, key: id, version: v, created_at: c}\n    outbox: {name: events, key: id, version: v}\n",
+			`reconcile.r.outbox.name: outbox "events" has offsets_table`},
 	} {
 		_, err := Parse([]byte(strings.Replace(presetBase, "%s", tc.preset, 1)+tc.extra), env(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

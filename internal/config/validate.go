@@ -186,6 +186,7 @@ func (c *Config) validate() Errors {
 	v.cdcs()
 	v.alerting("alerting", &c.Alerting)
 	v.order()
+	v.offsetsUsers()
 	return v.errs
 }
 
