@@ -31,7 +31,7 @@ func watermillSchema() wmsql.DefaultPostgreSQLSchema {
 
 // watermillPublish publishes n messages through watermill-sql, one to
 // three per call (the messages of one call share a transaction).
-func watermillPublish(t *testing.T, rg *rig, r *rand.Rand, n int) {
+func watermillPublish(t testing.TB, rg *rig, r *rand.Rand, n int) {
 	t.Helper()
 	pub, err := wmsql.NewPublisher(wmsql.BeginnerFromPgx(rg.db.Admin),
 		wmsql.PublisherConfig{SchemaAdapter: watermillSchema(), AutoInitializeSchema: true}, watermill.NopLogger{})
