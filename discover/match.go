@@ -39,7 +39,15 @@ type Miss struct {
 func Match(tables []Table) ([]Found, []Miss) {
 	var found []Found
 	var misses []Miss
+	all := byName(tables)
 	for _, t := range tables {
+		if isTopicOffsets(t) {
+			continue
+		}
+		if f, ok := matchTopic(t, all); ok {
+			found = append(found, f)
+			continue
+		}
 		if f, ok := matchPreset(t); ok {
 			found = append(found, f)
 			continue

@@ -14,6 +14,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox"
+	"github.com/outbox-exporter/outbox_exporter/discover"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
@@ -232,5 +234,27 @@ func TestWatermillCheck(t *testing.T) {
 	}
 	if r.OK || !strings.Contains(r.Text(), "offsets_table watermill_offsets_orders lacks column offset_acked") {
 		t.Errorf("check on an offsets table without offset_acked: OK %v\n%s", r.OK, r.Text())
+	}
+}
+
+// TestWatermillDiscover: discover finds the topic the library created
+// and writes the preset with its table; the config it prints loads.
+func TestWatermillDiscover(t *testing.T) {
+	rg := newRigSQL(t, "")
+	watermillPublish(t, rg, rand.New(rand.NewPCG(1, 25)), 2)
+	watermillConsume(t, rg, "billing", 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db, err := discover.Scan(ctx, "main", &config.Database{DSN: config.Secret(rg.db.URL), MaxConnections: 1,
+		StatementTimeout: 10 * time.Second, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := discover.Render([]discover.Database{db}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(db.Found) != 1 || !strings.Contains(out, "preset: watermill-sql") || !strings.Contains(out, "table: public.watermill_orders") || strings.Contains(out, "CREATE INDEX") {
+		t.Errorf("discover found %d tables:\n%s", len(db.Found), out)
 	}
 }
