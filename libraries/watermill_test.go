@@ -149,6 +149,7 @@ func TestWatermillSQLAgainstTruth(t *testing.T) {
 			got := collect(t, c)
 			want := watermillTruth(t, rg, acked)
 			compareMetrics(t, got, want)
+			watermillStuck(t, rg, want)
 		})
 	}
 }
@@ -256,5 +257,30 @@ func TestWatermillDiscover(t *testing.T) {
 	}
 	if len(db.Found) != 1 || !strings.Contains(out, "preset: watermill-sql") || !strings.Contains(out, "table: public.watermill_orders") || strings.Contains(out, "CREATE INDEX") {
 		t.Errorf("discover found %d tables:\n%s", len(db.Found), out)
+	}
+}
+
+// watermillStuck: the stuck-rows page lists each group's pending
+// messages once per group, as many as the truth counts.
+func watermillStuck(t *testing.T, rg *rig, want metrics) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rows, err := outbox.Stuck(ctx, rg.pool, "events", outboxFor(t, "watermill-sql", "    table: watermill_orders\n"), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]float64{}
+	for _, r := range rows {
+		if r.State != outbox.Pending {
+			t.Errorf("stuck row %s of %v: state %v", r.ID, r.Labels, r.State)
+		}
+		per[r.Labels["consumer_group"]]++
+	}
+	for _, g := range []string{"billing", "shipping", "audit"} {
+		w := want[key(vocab.OutboxEvents, map[string]string{"outbox": "events", "consumer_group": g, "state": "pending"})]
+		if per[g] != w {
+			t.Errorf("stuck rows of group %s: %v, want %v", g, per[g], w)
+		}
 	}
 }
