@@ -48,6 +48,8 @@ func TestOffsetsTableRefused(t *testing.T) {
 			`cdc.wm.outbox: outbox "events" has offsets_table: a message is pending or consumed per consumer group, not once`},
 		{"watermill-sql", "    table: watermill_orders\nreconcile:\n  r:\n    schedule: \"@every 5m\"\n    authority: {database: main, table: a, key: id, version: v, created_at: c}\n    outbox: {name: events, key: id, version: v}\n",
 			`reconcile.r.outbox.name: outbox "events" has offsets_table`},
+		{"watermill-sql", "    table: watermill_orders\naudit:\n  events:\n    kafka: k\n    topics: [orders]\n",
+			`audit.events: outbox "events" has offsets_table`},
 	} {
 		_, err := Parse([]byte(strings.Replace(presetBase, "%s", tc.preset, 1)+tc.extra), env(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
