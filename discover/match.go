@@ -39,7 +39,15 @@ type Miss struct {
 func Match(tables []Table) ([]Found, []Miss) {
 	var found []Found
 	var misses []Miss
+	all := byName(tables)
 	for _, t := range tables {
+		if isTopicOffsets(t) {
+			continue
+		}
+		if f, ok := matchTopic(t, all); ok {
+			found = append(found, f)
+			continue
+		}
 		if f, ok := matchPreset(t); ok {
 			found = append(found, f)
 			continue
@@ -55,8 +63,12 @@ func Match(tables []Table) ([]Found, []Miss) {
 	return found, misses
 }
 
-// namedAs reports whether t's name holds the preset's table name.
+// namedAs reports whether t's name holds the preset's table name; a
+// preset whose table is named per topic (watermill-sql) names none.
 func namedAs(t Table, p *config.Preset) bool {
+	if p.Base().Fill.Table == "" {
+		return false
+	}
 	return strings.Contains(strings.ToLower(t.Name), strings.ToLower(p.Base().Fill.Table))
 }
 

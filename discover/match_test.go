@@ -68,3 +68,22 @@ func TestClosest(t *testing.T) {
 		t.Errorf("closest %s %s lacking %v", p.Name, g.Name, miss)
 	}
 }
+
+// TestMatchWatermillTopic: a watermill-sql topic is found by its messages
+// table beside its offsets table, with its table written; the offsets
+// table is not listed on its own, and a messages table without one is
+// not taken for a topic.
+func TestMatchWatermillTopic(t *testing.T) {
+	msgs := func(schema, name string) Table {
+		return table(schema, name, "offset int8", "uuid varchar", "created_at timestamp", "payload text", "transaction_id int8")
+	}
+	offsets := table("app", "watermill_offsets_orders", "consumer_group varchar", "offset_acked int8", "last_processed_transaction_id int8")
+	found, misses := Match([]Table{msgs("app", "watermill_orders"), offsets, msgs("app", "watermill_lonely")})
+	if len(found) != 1 || len(misses) != 0 {
+		t.Fatalf("found %+v, misses %+v, want only app.watermill_orders", found, misses)
+	}
+	f := found[0]
+	if f.Preset == nil || f.Preset.Name != "watermill-sql" || f.Table.QualifiedName() != "app.watermill_orders" || !slices.Equal(f.Keys, []string{"table: app.watermill_orders"}) {
+		t.Errorf("topic: %+v", f)
+	}
+}

@@ -43,9 +43,18 @@ type rig struct {
 
 func newRig(t testing.TB, fixture string) *rig {
 	t.Helper()
+	return newRigSQL(t, ddl(t, fixture))
+}
+
+// newRigSQL is a rig whose database holds the tables schema creates ("" for
+// none: the library creates its own).
+func newRigSQL(t testing.TB, schema string) *rig {
+	t.Helper()
 	db := pgtest.New(t)
 	db.Exec(t, clockSQL)
-	db.Exec(t, ddl(t, fixture))
+	if schema != "" {
+		db.Exec(t, schema)
+	}
 	u, err := url.Parse(db.URL)
 	if err != nil {
 		t.Fatal(err)

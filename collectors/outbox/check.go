@@ -96,7 +96,11 @@ func Check(ctx context.Context, pool *pgxpool.Pool, name string, o *config.Outbo
 }
 
 func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *config.Outbox) (*CheckReport, error) {
-	cols, err := outboxsql.Introspect(ctx, tx, o.Table)
+	cols, err := outboxsql.IntrospectOutbox(ctx, tx, o)
+	if (errors.Is(err, outboxsql.ErrNoTable) || errors.Is(err, outboxsql.ErrOffsetsShape)) && o.OffsetsTable != "" {
+		r.add(false, "table "+o.Table+" and offsets_table "+o.OffsetsTable, "%v (or this user may not see it)", err)
+		return r, nil
+	}
 	if errors.Is(err, outboxsql.ErrNoTable) {
 		r.add(false, "table "+o.Table, "does not exist (or this user may not see it)")
 		return r, nil
@@ -164,6 +168,14 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 		ix := indexes[q.Index]
 		if problem == "" {
 			r.add(true, what, "served by an index")
+			continue
+		}
+		if o.OffsetsTable != "" {
+			// The label is the offsets table's column: no index of the
+			// messages table can hold it. Each group reads its unacked
+			// range through the primary key (transaction_id, offset), as
+			// the library's own subscriber does.
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %s; with offsets_table each consumer group's unacked messages are read by the messages table's primary key, no index to create", what, problem))
 			continue
 		}
 		r.add(false, what, "%s; wants index %s (for %s)", problem, ix.Name, ix.For)

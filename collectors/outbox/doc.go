@@ -8,7 +8,10 @@
 //
 //   - Build: the sub-package outboxsql writes every query from the
 //     configuration and the table's column types (Spec); it reads
-//     nothing and decides nothing.
+//     nothing and decides nothing. With offsets_table (Watermill SQL)
+//     every query reads the messages joined with the consumer groups'
+//     offsets, once per group that has not acked a message
+//     (outboxsql/offsets.go), so the rest of the package is unchanged.
 //   - Fetch: sample.go runs the queries as batches in one read-only
 //     transaction and scan.go turns their rows into a read, the facts
 //     before any decision; behind.go adds the slot's confirmed time for

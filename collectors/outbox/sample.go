@@ -341,7 +341,7 @@ type boundSpec struct {
 // queries and rules; behind is the lookback of an outbox published by a
 // replication slot, 0 for any other.
 func openSpec(ctx context.Context, q outboxsql.Querier, name string, o *config.Outbox, behind time.Duration) (*boundSpec, error) {
-	cols, err := outboxsql.Introspect(ctx, q, o.Table)
+	cols, err := outboxsql.IntrospectOutbox(ctx, q, o)
 	if err != nil {
 		return nil, err
 	}

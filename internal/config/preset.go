@@ -99,6 +99,19 @@ var presets = []*Preset{
 		}},
 	},
 	{
+		// watermill-sql never deletes a message: each consumer group's
+		// acked offset (offsets_table) says which it has consumed.
+		Name: "watermill-sql", Library: "Watermill SQL Pub/Sub (PostgreSQL, default schema and offsets adapters)",
+		Generations: []Generation{{
+			Name: "v4",
+			Fill: Outbox{
+				ID: "offset", CreatedAt: "created_at",
+				Labels: []Label{{Name: OffsetsGroupColumn, Column: OffsetsGroupColumn}},
+			},
+			Blind: "when a group consumed a message is not stored: no publish latency and no published count; a group appears once it has a message waiting",
+		}},
+	},
+	{
 		Name: "masstransit", Library: "MassTransit transactional outbox (Entity Framework Core, PostgreSQL)",
 		Generations: []Generation{{
 			Name: "EF Core",
@@ -114,7 +127,6 @@ var presets = []*Preset{
 // tables need a way of reading values this version does not have yet.
 var unserved = map[string]string{
 	"debezium-outbox": "the event router's table has no creation time",
-	"watermill-sql":   "consumption is kept in a separate offsets table per consumer group",
 	"nservicebus":     "OutboxData has no creation time",
 }
 
@@ -229,6 +241,7 @@ func (c *Config) applyPresets() {
 		}
 		o.preset = u
 		u.fill(o, p.Base())
+		o.fillOffsetsTable()
 	}
 }
 

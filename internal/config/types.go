@@ -135,6 +135,13 @@ type Outbox struct {
 	Sequence  string `yaml:"sequence"`
 	Receipt   string `yaml:"receipt"`
 
+	// OffsetsTable is a consumer offsets table of watermill-sql's shape
+	// (consumer_group, offset_acked, last_processed_transaction_id)
+	// beside a messages table that is never deleted from: a message is
+	// unpublished for each group that has not acked it, and the group is
+	// the label consumer_group (offsets.go).
+	OffsetsTable string `yaml:"offsets_table"`
+
 	// preset is the preset in use and the keys written beside it.
 	preset *presetUse
 	// renamed maps a label renamed because its written name is one the

@@ -204,6 +204,7 @@ func (c *Config) validate() Errors {
 	v.leaderElection()
 	v.alerting("alerting", &c.Alerting)
 	v.order()
+	v.offsetsUsers()
 	return v.errs
 }
 
@@ -262,6 +263,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 		v.fail(p+".slo_objective", "must be between 0 and 1 exclusive")
 	}
 	v.outboxTimeZone(p, o)
+	v.outboxOffsets(p, o)
 	for _, pr := range []struct{ key, sql string }{{"filter", o.Filter}, {"unknown_when", o.UnknownWhen}} {
 		if pr.sql == "" {
 			continue

@@ -55,6 +55,9 @@ func NewSpec(name string, o *config.Outbox, cols map[string]Column) (*Spec, erro
 		}
 	}
 	s := &Spec{Name: name, O: o, table: pg.Table(o.Table), cols: cols}
+	if o.OffsetsTable != "" {
+		s.table = offsetsFrom(o)
+	}
 	if o.Status != "" {
 		c, ok := cols[o.Status]
 		if !ok {
