@@ -110,6 +110,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	}
 	r.add(true, "table "+o.Table, "exists")
 	o = presetItems(r, o, cols)
+	noCreatedItem(r, o)
 
 	needs := columnNeeds(o)
 	needs = append(needs, orderNeeds(o)...)
@@ -213,9 +214,9 @@ func presetItems(r *CheckReport, o *config.Outbox, cols map[string]outboxsql.Col
 // columnNeeds are the configured columns and the types they must have.
 func columnNeeds(o *config.Outbox) []columnNeed {
 	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() || o.EpochUnit != "" && c.IsInteger() }
-	needs := []columnNeed{
-		{"id", o.ID, anyType, ""},
-		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz (or an integer type, with epoch_unit)"},
+	needs := []columnNeed{{"id", o.ID, anyType, ""}}
+	if !o.NoCreatedAt() {
+		needs = append(needs, columnNeed{"created_at", o.CreatedAt, ts, "timestamp or timestamptz (or an integer type, with epoch_unit)"})
 	}
 	for _, l := range o.Labels {
 		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
@@ -436,4 +437,16 @@ func unclassifiedNotes(ctx context.Context, tx pgx.Tx, r *CheckReport, s *outbox
 	r.Notes = append(r.Notes, fmt.Sprintf("status values named in no state (counted as outbox_unclassified_events; among at most %d such rows): %s",
 		outboxsql.MaxUnclassifiedRows, strings.Join(found, ", ")))
 	return nil
+}
+
+// noCreatedItem says what an outbox with no creation time cannot show.
+func noCreatedItem(r *CheckReport, o *config.Outbox) {
+	if !o.NoCreatedAt() {
+		return
+	}
+	what := "no creation time: rows are counted by state, but the age of the oldest pending row, the rows past the deadline and the publish latency cannot be seen; those series are not exported"
+	if o.Deadline > 0 {
+		what += " (the deadline given is ignored)"
+	}
+	r.add(true, "created_at", "%s", what)
 }

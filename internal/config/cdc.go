@@ -56,6 +56,8 @@ func (v *validator) cdcs() {
 				v.fail(p+".outbox", "outbox %q is not defined under outboxes", c.Outbox)
 			case o.Database != c.Database:
 				v.fail(p+".outbox", "outbox %q is on database %q, the slot on %q", c.Outbox, o.Database, c.Database)
+			case o.NoCreatedAt():
+				v.fail(p+".outbox", "outbox %q has no created_at: the rows behind a slot are read as a range of their creation time", c.Outbox)
 			case o.Style() != StyleDeleteOnPublish:
 				v.fail(p+".outbox", "outbox %q has a status or published_at: rows behind a slot are read from tables where a connector, not a relay, publishes them", c.Outbox)
 			}

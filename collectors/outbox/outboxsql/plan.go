@@ -21,17 +21,16 @@ type Plan struct {
 // Planned are the queries a sample and a stuck-rows call run, with
 // the index each needs.
 func (s *Spec) Planned() []Plan {
-	qs := []Plan{
-		{Name: "state", SQL: s.StateQuery(), Index: "unpublished"},
-		{Name: "oldest", SQL: s.OldestQuery(), Index: "unpublished", Rule: PlanRule{Ordered: true}},
-		{Name: "stuck", SQL: s.StuckQuery(), Index: "unpublished", Args: []any{10}},
-		{Name: "pending (capped)", SQL: s.PendingQuery(), Index: "unpublished"},
-	}
+	var qs []Plan
 	add := func(name, sql, index string, rule PlanRule, args ...any) {
 		if sql != "" {
 			qs = append(qs, Plan{Name: name, SQL: sql, Index: index, Rule: rule, Args: args})
 		}
 	}
+	add("state", s.StateQuery(), "unpublished", PlanRule{})
+	add("oldest", s.OldestQuery(), "unpublished", PlanRule{Ordered: true})
+	add("stuck", s.StuckQuery(), "unpublished", PlanRule{}, 10)
+	add("pending (capped)", s.PendingQuery(), "unpublished", PlanRule{})
 	add("claimed (capped)", s.ClaimedQuery(), "lease", PlanRule{})
 	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), PlanRule{})
 	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), PlanRule{})

@@ -141,8 +141,11 @@ func (s *Spec) PublishedQuery() string {
 	pub := s.tz(o.PublishedAt, col(o.PublishedAt))
 	sel := []string{col(o.ID) + "::text"}
 	sel = append(sel, s.labelExprs()...)
-	sel = append(sel, epochMicros(pub),
-		"extract(epoch from "+pub+" - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8")
+	lat := "NULL::float8" // no creation time: no latency
+	if !o.NoCreatedAt() {
+		lat = "extract(epoch from " + pub + " - " + s.tz(o.CreatedAt, col(o.CreatedAt)) + ")::float8"
+	}
+	sel = append(sel, epochMicros(pub), lat)
 	sel = append(sel, s.publishedExtras()...)
 	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 		strings.Join(sel, ", "), s.table,
@@ -158,7 +161,12 @@ func (s *Spec) stuckColumns() []string {
 	sel = append(sel, s.factExprs()...)
 	sel = append(sel, s.labelExprs()...)
 	// Never negative (a writer's clock ahead), 0 for a NULL created_at.
-	sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
+	// Without created_at the stuck page cannot know an age: 0 there.
+	if o.NoCreatedAt() {
+		sel = append(sel, "0::float8")
+	} else {
+		sel = append(sel, "greatest(coalesce(extract(epoch from now() - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
+	}
 	if o.Attempts != "" {
 		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
 	} else {
@@ -189,7 +197,7 @@ func (s *Spec) StuckQuery() string {
 	up := s.unpublished()
 	if len(o.Labels) == 0 {
 		return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
-			strings.Join(sel, ", "), s.table, s.where(up), col(o.CreatedAt))
+			strings.Join(sel, ", "), s.table, s.where(up), col(s.OrderColumn()))
 	}
 	aliased := make([]string, len(sel))
 	outs := make([]string, len(sel))
@@ -197,10 +205,10 @@ func (s *Spec) StuckQuery() string {
 		aliased[i] = x + " AS s" + strconv.Itoa(i)
 		outs[i] = "u.s" + strconv.Itoa(i)
 	}
-	inner := strings.Join(aliased, ", ") + ", " + col(o.CreatedAt) + " AS ord"
+	inner := strings.Join(aliased, ", ") + ", " + col(s.OrderColumn()) + " AS ord"
 	rows := s.perMatch("g", func(m []string) string {
 		return fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1)",
-			inner, s.table, s.where(append([]string{up}, m...)...), col(o.CreatedAt))
+			inner, s.table, s.where(append([]string{up}, m...)...), col(s.OrderColumn()))
 	})
 	return fmt.Sprintf(`%s
 SELECT %s FROM (
@@ -208,7 +216,7 @@ SELECT %s FROM (
     %s
   ) x
 ) u ORDER BY u.ord LIMIT $1`,
-		s.skipScan(up, col(o.CreatedAt)), strings.Join(outs, ", "), MaxOldestTuples, rows)
+		s.skipScan(up, col(s.OrderColumn())), strings.Join(outs, ", "), MaxOldestTuples, rows)
 }
 
 // SkewWindow is the commit skew the published counters tolerate: a row
