@@ -108,6 +108,20 @@ var presets = []*Preset{
 			Blind: "delivered messages are deleted: no publish latency, no published count, no dead rows",
 		}},
 	},
+	{
+		Name: "nservicebus", Library: "NServiceBus SQL persistence outbox (PostgreSQL)",
+		Generations: []Generation{{
+			Name: "SQL persistence",
+			// OutboxData keeps no creation time: CreatedAt stays empty.
+			// DispatchedAt is written from UTC into a timestamp column.
+			Fill: Outbox{
+				Table: "OutboxData", ID: "MessageId",
+				Status: "Dispatched", Pending: []string{"false"}, Published: []string{"true"},
+				PublishedAt: "DispatchedAt", TimeZone: "UTC",
+			},
+			Blind: "no creation time: no age of the oldest pending message, no past-deadline count, no publish latency (only counts); no failed state; no destination column to label by",
+		}},
+	},
 }
 
 // unserved are the presets named in the product's vocabulary whose
@@ -115,7 +129,6 @@ var presets = []*Preset{
 var unserved = map[string]string{
 	"debezium-outbox": "the event router's table has no creation time",
 	"watermill-sql":   "consumption is kept in a separate offsets table per consumer group",
-	"nservicebus":     "OutboxData has no creation time",
 }
 
 // PresetNames are the served presets' names, sorted.
