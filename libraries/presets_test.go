@@ -172,7 +172,9 @@ var libraries = []library{
 
 // utcTS is t as a timestamp without time zone written in UTC, as .NET's
 // DateTime.UtcNow reaches such a column.
-func utcTS(t time.Time) string { return "'" + t.UTC().Format("2006-01-02 15:04:05.999999") + "'::timestamp" }
+func utcTS(t time.Time) string {
+	return "'" + t.UTC().Format("2006-01-02 15:04:05.999999") + "'::timestamp"
+}
 
 // before is a time from at up to a minute later, never after now: a
 // library stamps a delivery with its own clock, never ahead.
