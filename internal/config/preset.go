@@ -109,6 +109,19 @@ var presets = []*Preset{
 		}},
 	},
 	{
+		Name: "debezium-outbox", Library: "Debezium outbox event router (its default table)",
+		Generations: []Generation{{
+			Name: "3.x",
+			// The router's table has no time column: CreatedAt stays
+			// empty unless written beside the preset.
+			Fill: Outbox{
+				Table: "outbox", ID: "id",
+				Labels: []Label{{Name: "aggregatetype", Column: "aggregatetype"}, {Name: "type", Column: "type"}},
+			},
+			Blind: "no time column: only the rows present are counted (0 while the application deletes each row after writing it, as the router expects); with a created_at column written beside the preset and a cdc entry linking the slot, the rows written after the slot's confirmed position are the pending ones, with their age",
+		}},
+	},
+	{
 		Name: "nservicebus", Library: "NServiceBus SQL persistence outbox (PostgreSQL)",
 		Generations: []Generation{{
 			Name: "SQL persistence",
@@ -127,8 +140,7 @@ var presets = []*Preset{
 // unserved are the presets named in the product's vocabulary whose
 // tables need a way of reading values this version does not have yet.
 var unserved = map[string]string{
-	"debezium-outbox": "the event router's table has no creation time",
-	"watermill-sql":   "consumption is kept in a separate offsets table per consumer group",
+	"watermill-sql": "consumption is kept in a separate offsets table per consumer group",
 }
 
 // PresetNames are the served presets' names, sorted.

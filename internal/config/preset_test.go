@@ -117,7 +117,7 @@ func TestPresetGenerationsValid(t *testing.T) {
 // ones; a name of the product's vocabulary not served yet says why.
 func TestPresetUnknown(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
-		{"spring-moduliths", `outboxes.events.preset: "spring-moduliths" is not a known preset; known: eventuate-tram, masstransit, namastack, nservicebus, spring-modulith (line 8)`},
+		{"spring-moduliths", `outboxes.events.preset: "spring-moduliths" is not a known preset; known: debezium-outbox, eventuate-tram, masstransit, namastack, nservicebus, spring-modulith (line 8)`},
 		{"watermill-sql", `"watermill-sql" is not served by this version (consumption is kept`},
 	} {
 		_, err := Parse([]byte(strings.Replace(presetBase, "%s", tc.name, 1)), env(nil))
