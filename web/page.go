@@ -66,6 +66,9 @@ type outboxView struct {
 	OldestAge    float64
 	Deadline     float64
 	PastDeadline float64
+	// NoAge: the outbox's table keeps no creation time, so no age or
+	// deadline is known (shown as such, not as 0).
+	NoAge        bool
 	States       []stateCount
 	Retried      float64
 	Unknown      float64
@@ -217,6 +220,9 @@ func (s *Server) outboxViews(r *http.Request, snap *Snapshot, collectorOK map[st
 			v.Deadline, _ = snap.Max(vocab.OutboxDeadline, m)
 		}
 		v.PastDeadline = snap.Sum(vocab.OutboxPastDeadline, m)
+		// Every collected outbox exports its deadline, but one whose table
+		// keeps no creation time.
+		v.NoAge = v.CollectorOK && len(snap.Get(vocab.OutboxDeadline, m)) == 0
 		v.Retried = snap.Sum(vocab.OutboxRetried, m)
 		v.Unknown = snap.Sum(vocab.OutboxUnknownResult, m)
 		states := map[string]float64{}
