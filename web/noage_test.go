@@ -36,11 +36,19 @@ func TestPageOutboxWithoutCreationTime(t *testing.T) {
 	if want := map[string]bool{"timed": false, "untimed": true, "failing": false}; len(got) != 3 || got["timed"] || !got["untimed"] || got["failing"] {
 		t.Fatalf("NoAge by outbox %v, want %v", got, want)
 	}
+	for i := range views {
+		if views[i].Name == "untimed" {
+			views[i].Stuck = []StuckView{{ID: "m1", State: "pending", AgeUnknown: true}}
+		}
+	}
 	var b strings.Builder
 	if err := pageTmpl.Execute(&b, pageData{HaveData: true, Outboxes: views}); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
+	if i := strings.Index(page, "<code>m1</code>"); i < 0 || !strings.Contains(page[i:], ">unknown<") {
+		t.Errorf("the stuck row of unknown age does not say so:\n%s", page)
+	}
 	row := page[strings.Index(page, `data-outbox="untimed"`):]
 	row = row[:strings.Index(row, "</tr>")]
 	if !strings.Contains(row, "no creation time") || strings.Contains(row, ">0s<") {

@@ -87,11 +87,13 @@ type stateCount struct {
 
 // StuckView is one of the oldest unpublished rows shown on the page.
 type StuckView struct {
-	ID        string
-	State     string
-	Age       float64
-	Attempts  int64
-	LastError string
+	ID    string
+	State string
+	Age   float64
+	// AgeUnknown: the outbox's table keeps no creation time.
+	AgeUnknown bool
+	Attempts   int64
+	LastError  string
 	// Order, for a row out of order: its aggregate and sequence and the
 	// published sequence that overtook it.
 	Order string

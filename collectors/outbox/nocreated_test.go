@@ -1,11 +1,15 @@
 package outbox
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
@@ -72,6 +76,7 @@ func TestNoCreatedAt(t *testing.T) {
 				}
 			}
 			noAge(t, m)
+			stuckAgeUnknown(t, pool, o, truth["pending/"]+truth["pending/a"]+truth["pending/b"]+truth["pending/c"]+truth["in_flight/"]+truth["in_flight/a"]+truth["in_flight/b"]+truth["in_flight/c"])
 
 			// Rows published from now on are counted, with no latency.
 			db.Exec(t, "UPDATE msgs SET state = 'SENT', sent_at = now() WHERE state = 'NEW' AND topic = 'a'")
@@ -100,6 +105,27 @@ func noAge(t *testing.T, m sampleMetrics) {
 			if strings.HasPrefix(k, a) {
 				t.Errorf("%s exported for a table with no creation time", k)
 			}
+		}
+	}
+}
+
+// stuckAgeUnknown: the stuck rows of a table with no creation time are
+// every unpublished row (the limit is above their number), each marked
+// as of unknown age and none past a deadline.
+func stuckAgeUnknown(t *testing.T, pool *pgxpool.Pool, o *config.Outbox, unpublished float64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := Stuck(ctx, pool, "msgs", o, MaxStuckRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if float64(len(rows)) != unpublished {
+		t.Errorf("%d stuck rows, truth %v unpublished", len(rows), unpublished)
+	}
+	for _, r := range rows {
+		if !r.AgeUnknown || r.PastDeadline {
+			t.Errorf("stuck row %+v: want its age unknown and not past a deadline", r)
 		}
 	}
 }
