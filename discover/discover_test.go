@@ -37,6 +37,8 @@ func TestDiscoverIsReady(t *testing.T) {
 	db.Exec(t, fixture(t, "spring-modulith-2.sql"))
 	db.Exec(t, fixture(t, "namastack.sql"))
 	db.Exec(t, fixture(t, "masstransit.sql"))
+	db.Exec(t, "CREATE SCHEMA dbz; SET search_path TO dbz; "+fixture(t, "debezium-outbox.sql")+"; RESET search_path")
+	db.Exec(t, strings.ReplaceAll(fixture(t, "nservicebus.sql"), `"OutboxData"`, `"Sales_OutboxData"`))
 	db.Exec(t, strings.ReplaceAll(fixture(t, "eventuate-tram.sql"), "${EVENTUATE_OUTBOX_SUFFIX}", ""))
 	db.Exec(t, "CREATE SCHEMA v1; SET search_path TO v1; "+fixture(t, "spring-modulith-1.sql")+"; RESET search_path")
 	db.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, status text, created_at timestamptz);
@@ -60,7 +62,9 @@ CREATE TABLE app_outbox (event_id uuid PRIMARY KEY, created_at timestamptz NOT N
 	t.Logf("\n%s", out)
 	for _, want := range []string{"preset: spring-modulith  # Spring Modulith event publication registry (JDBC, JPA), schema 2.x",
 		"preset: spring-modulith  # Spring Modulith event publication registry (JDBC, JPA), schema 1.x\n    table: v1.event_publication",
-		"preset: namastack", "preset: masstransit", "preset: eventuate-tram", "table: public.app_outbox"} {
+		"preset: namastack", "preset: masstransit", "preset: eventuate-tram", "table: public.app_outbox",
+		"preset: debezium-outbox  # Debezium outbox event router (its default table), schema 3.x\n    table: dbz.outbox",
+		"preset: nservicebus  # NServiceBus SQL persistence outbox (PostgreSQL), schema SQL persistence\n    table: public.Sales_OutboxData"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -72,8 +76,8 @@ CREATE TABLE app_outbox (event_id uuid PRIMARY KEY, created_at timestamptz NOT N
 	if err != nil {
 		t.Fatalf("the configuration written does not load: %v", err)
 	}
-	if len(cfg.Outboxes) != 6 {
-		t.Errorf("%d outboxes written, want 6", len(cfg.Outboxes))
+	if len(cfg.Outboxes) != 8 {
+		t.Errorf("%d outboxes written, want 8", len(cfg.Outboxes))
 	}
 	for _, m := range createIndex.FindAllStringSubmatch(out, -1) {
 		db.Exec(t, m[1])

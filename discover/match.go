@@ -78,7 +78,7 @@ func matchPreset(t Table) (Found, bool) {
 			continue
 		}
 		g := p.Match(func(c string) bool { _, ok := t.Cols[c]; return ok })
-		if c := t.Cols[g.Fill.CreatedAt]; len(missing(t, g)) > 0 || !c.IsTimestamp() && !(g.Fill.EpochUnit != "" && c.IsInteger()) {
+		if c := t.Cols[g.Fill.CreatedAt]; len(missing(t, g)) > 0 || g.Fill.CreatedAt != "" && !c.IsTimestamp() && !(g.Fill.EpochUnit != "" && c.IsInteger()) {
 			continue
 		}
 		f := Found{Table: t, Preset: p, Gen: g}

@@ -104,7 +104,11 @@ func entry(name, db string, f *Found) string {
 	for _, k := range f.Keys {
 		b.WriteString("    " + k + "\n")
 	}
-	fmt.Fprintf(&b, "    deadline: %s  # your delivery promise\n", DefaultDeadline)
+	if f.Preset != nil && f.Gen.Fill.CreatedAt == "" {
+		b.WriteString("    # no creation time: counts only, no age, so no deadline to set\n")
+	} else {
+		fmt.Fprintf(&b, "    deadline: %s  # your delivery promise\n", DefaultDeadline)
+	}
 	for _, n := range f.Notes {
 		b.WriteString("    # " + n + "\n")
 	}

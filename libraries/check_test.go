@@ -21,6 +21,8 @@ func TestCheckNamesPresetAndGeneration(t *testing.T) {
 		{"spring-modulith-1.sql", "", "spring-modulith", true, "ok   preset spring-modulith: schema 1.x"},
 		{"spring-modulith-2.sql", "", "spring-modulith", true, "ok   preset spring-modulith: schema 2.x"},
 		{"namastack.sql", "", "namastack", true, "ok   preset namastack: schema 1.x"},
+		{"debezium-outbox.sql", "", "debezium-outbox", true, "ok   preset debezium-outbox: schema 3.x"},
+		{"nservicebus.sql", "", "nservicebus", true, "ok   created_at: no creation time: rows are counted by state, but the age"},
 		{"spring-modulith-1.sql", "ALTER TABLE event_publication DROP COLUMN completion_date", "spring-modulith", false,
 			"FAIL preset spring-modulith: the table matches no schema of it: schema 1.x lacks completion_date (closest: spring-modulith 1.x, lacking completion_date)"},
 		// Epoch milliseconds three hours ahead of the clock (2030-01-01).

@@ -63,6 +63,20 @@ var handWritten = map[string]string{
     created_at: SentTime
     time_zone: UTC
 `,
+	"debezium-outbox.sql": `    table: outbox
+    id: id
+    created_at: ""
+    labels: {aggregatetype: aggregatetype, type: type}
+`,
+	"nservicebus.sql": `    table: OutboxData
+    id: MessageId
+    created_at: ""
+    status: Dispatched
+    pending: [false]
+    published: [true]
+    published_at: DispatchedAt
+    time_zone: UTC
+`,
 }
 
 // handOutbox parses the hand-written outbox of a fixture.

@@ -67,6 +67,9 @@ type outboxView struct {
 	OldestAge    float64
 	Deadline     float64
 	PastDeadline float64
+	// NoAge: the outbox's table keeps no creation time, so no age or
+	// deadline is known (shown as such, not as 0).
+	NoAge        bool
 	States       []stateCount
 	Retried      float64
 	Unknown      float64
@@ -85,11 +88,13 @@ type stateCount struct {
 
 // StuckView is one of the oldest unpublished rows shown on the page.
 type StuckView struct {
-	ID        string
-	State     string
-	Age       float64
-	Attempts  int64
-	LastError string
+	ID    string
+	State string
+	Age   float64
+	// AgeUnknown: the outbox's table keeps no creation time.
+	AgeUnknown bool
+	Attempts   int64
+	LastError  string
 	// Order, for a row out of order: its aggregate and sequence and the
 	// published sequence that overtook it.
 	Order string
@@ -233,6 +238,9 @@ func (s *Server) outboxViews(r *http.Request, snap *Snapshot, collectorOK map[st
 			v.Deadline, _ = snap.Max(vocab.OutboxDeadline, m)
 		}
 		v.PastDeadline = snap.Sum(vocab.OutboxPastDeadline, m)
+		// Every collected outbox exports its deadline, but one whose table
+		// keeps no creation time.
+		v.NoAge = v.CollectorOK && len(snap.Get(vocab.OutboxDeadline, m)) == 0
 		v.Retried = snap.Sum(vocab.OutboxRetried, m)
 		v.Unknown = snap.Sum(vocab.OutboxUnknownResult, m)
 		states := map[string]float64{}

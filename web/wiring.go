@@ -130,7 +130,7 @@ func (s *Server) stuckRows(r *http.Request, outbox string) ([]StuckView, string)
 	}
 	out := make([]StuckView, len(rows))
 	for i, row := range rows {
-		out[i] = StuckView{ID: row.ID, State: row.State.String(), Age: row.AgeSeconds, Attempts: row.Attempts, LastError: row.LastError}
+		out[i] = StuckView{ID: row.ID, State: row.State.String(), Age: row.AgeSeconds, AgeUnknown: row.AgeUnknown, Attempts: row.Attempts, LastError: row.LastError}
 		if o := row.Order; o != nil {
 			out[i].Order = fmt.Sprintf("aggregate %s: sequence %s overtaken by %s", o.Aggregate, o.Sequence, o.OvertakenBy)
 		}

@@ -110,6 +110,7 @@ func checkTx(ctx context.Context, tx pgx.Tx, r *CheckReport, name string, o *con
 	}
 	r.add(true, "table "+o.Table, "exists")
 	o = presetItems(r, o, cols)
+	noCreatedItem(r, o)
 
 	needs := columnNeeds(o)
 	needs = append(needs, orderNeeds(o)...)
@@ -233,9 +234,9 @@ func presetItems(r *CheckReport, o *config.Outbox, cols map[string]outboxsql.Col
 // columnNeeds are the configured columns and the types they must have.
 func columnNeeds(o *config.Outbox) []columnNeed {
 	ts := func(c outboxsql.Column) bool { return c.IsTimestamp() || o.EpochUnit != "" && c.IsInteger() }
-	needs := []columnNeed{
-		{"id", o.ID, anyType, ""},
-		{"created_at", o.CreatedAt, ts, "timestamp or timestamptz (or an integer type, with epoch_unit)"},
+	needs := []columnNeed{{"id", o.ID, anyType, ""}}
+	if !o.NoCreatedAt() {
+		needs = append(needs, columnNeed{"created_at", o.CreatedAt, ts, "timestamp or timestamptz (or an integer type, with epoch_unit)"})
 	}
 	for _, l := range o.Labels {
 		needs = append(needs, columnNeed{"labels." + l.Name, l.Column, anyType, ""})
@@ -484,4 +485,16 @@ func labelLimitNotes(o *config.Outbox, cols map[string]outboxsql.Column) []strin
 	}
 	return []string{fmt.Sprintf("the indexes hold the label columns %s: once they exist, PostgreSQL refuses an INSERT whose label values together need more than about %d bytes in an index entry (\"index row requires N bytes\"); the exporter cuts what it shows at max_label_length, but the writer must keep label values short, e.g. ALTER TABLE %s ADD CHECK (%s) NOT VALID",
 		strings.Join(unbounded, ", "), MaxIndexedLabelBytes, pg.Table(o.Table), strings.Join(checks, " AND "))}
+}
+
+// noCreatedItem says what an outbox with no creation time cannot show.
+func noCreatedItem(r *CheckReport, o *config.Outbox) {
+	if !o.NoCreatedAt() {
+		return
+	}
+	what := "no creation time: rows are counted by state, but the age of the oldest pending row, the rows past the deadline and the publish latency cannot be seen; those series are not exported"
+	if o.Deadline > 0 {
+		what += " (the deadline given is ignored)"
+	}
+	r.add(true, "created_at", "%s", what)
 }

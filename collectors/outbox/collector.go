@@ -174,9 +174,13 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		for i, st := range GaugeStates {
 			gauge(d.events, s.Events[i], append([]string{c.name, st.String()}, vals...)...)
 		}
-		gauge(d.oldest, s.OldestAge, l...)
-		gauge(d.deadline, s.Deadline, l...)
-		gauge(d.pastDeadline, s.PastDeadline, l...)
+		// Without a creation time no age is known: no series at all
+		// rather than a 0 that reads as healthy.
+		if !c.o.NoCreatedAt() {
+			gauge(d.oldest, s.OldestAge, l...)
+			gauge(d.deadline, s.Deadline, l...)
+			gauge(d.pastDeadline, s.PastDeadline, l...)
+		}
 		gauge(d.retried, s.Retried, l...)
 		gauge(d.unknown, s.Unknown, l...)
 		if c.o.Style() == config.StyleStatus {
@@ -184,7 +188,9 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		if c.o.PublishedAt != "" {
 			counter(d.published, float64(s.Published), l...)
-			counter(d.late, float64(s.PublishedLate), l...)
+			if !c.o.NoCreatedAt() {
+				counter(d.late, float64(s.PublishedLate), l...)
+			}
 		}
 		c.sendOrder(gauge, counter, s, l)
 	}
@@ -196,7 +202,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	if c.o.LeaseUntil != "" || c.o.ClaimedAt != "" && c.o.LeaseTTL > 0 {
 		counter(outboxLeaseExpDesc, float64(snap.LeaseExpirations), c.name)
 	}
-	if c.o.PublishedAt != "" {
+	if c.o.PublishedAt != "" && !c.o.NoCreatedAt() {
 		h, err := prometheus.NewConstHistogram(outboxLatencyDesc, snap.LatencyCount, snap.LatencySum,
 			snap.LatencyBuckets, c.name)
 		if err != nil && bad == nil {

@@ -246,12 +246,14 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 	}
 	if stateCapped {
 		r.groups = nil
-		b.Queue(spec.OldestQuery()).Query(func(rows pgx.Rows) (err error) {
-			if r.oldest, err = scanOldest(rows, nl); err != nil {
-				return fmt.Errorf("find oldest unpublished rows: %w", err)
-			}
-			return nil
-		})
+		if q := spec.OldestQuery(); q != "" {
+			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
+				if r.oldest, err = scanOldest(rows, nl); err != nil {
+					return fmt.Errorf("find oldest unpublished rows: %w", err)
+				}
+				return nil
+			})
+		}
 		if q := spec.OldestRowsQuery(); q != "" {
 			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
 				if r.byTime, err = scanOldest(rows, nl); err != nil {

@@ -26,9 +26,12 @@ const MaxStuckRows = 1000
 // StuckRow is one of the oldest unpublished rows, as /api/v1/stuck
 // answers it.
 type StuckRow struct {
-	ID            string            `json:"id"`
-	State         State             `json:"state"`
-	AgeSeconds    float64           `json:"age_seconds"`
+	ID         string  `json:"id"`
+	State      State   `json:"state"`
+	AgeSeconds float64 `json:"age_seconds"`
+	// AgeUnknown: the table keeps no creation time, so AgeSeconds is 0
+	// for want of one, and the rows come in id order, not oldest first.
+	AgeUnknown    bool              `json:"age_unknown,omitempty"`
 	Attempts      int64             `json:"attempts"`
 	LastError     string            `json:"last_error"`
 	UnknownResult bool              `json:"unknown_result"`
@@ -143,7 +146,8 @@ func (r *StuckRow) decide(spec *boundSpec, f Facts, vals []string) {
 			r.Labels[l.Name] = collectors.CutLabel(vals[i], labelLength(o))
 		}
 	}
-	r.PastDeadline = r.AgeSeconds > Deadline(o, vals).Seconds()
+	r.AgeUnknown = o.NoCreatedAt()
+	r.PastDeadline = !r.AgeUnknown && r.AgeSeconds > Deadline(o, vals).Seconds()
 }
 
 // withOrder adds to the oldest rows of a stuck-rows answer the rows out

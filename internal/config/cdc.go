@@ -56,6 +56,8 @@ func (v *validator) cdcs() {
 				v.fail(p+".outbox", "names no outbox defined under outboxes")
 			case o.Database != c.Database:
 				v.fail(p+".outbox", "names an outbox on another database than the slot's")
+			case o.NoCreatedAt():
+				v.fail(p+".outbox", "names an outbox with no created_at: the rows behind a slot are read as a range of their creation time")
 			case o.Style() != StyleDeleteOnPublish:
 				v.fail(p+".outbox", "names an outbox with a status or published_at: rows behind a slot are read from tables where a connector, not a relay, publishes them")
 			}

@@ -121,13 +121,33 @@ var presets = []*Preset{
 			Blind: "delivered messages are deleted: no publish latency, no published count, no dead rows",
 		}},
 	},
-}
-
-// unserved are the presets named in the product's vocabulary whose
-// tables need a way of reading values this version does not have yet.
-var unserved = map[string]string{
-	"debezium-outbox": "the event router's table has no creation time",
-	"nservicebus":     "OutboxData has no creation time",
+	{
+		Name: "debezium-outbox", Library: "Debezium outbox event router (its default table)",
+		Generations: []Generation{{
+			Name: "3.x",
+			// The router's table has no time column: CreatedAt stays
+			// empty unless written beside the preset.
+			Fill: Outbox{
+				Table: "outbox", ID: "id",
+				Labels: []Label{{Name: "aggregatetype", Column: "aggregatetype"}, {Name: "type", Column: "type"}},
+			},
+			Blind: "no time column: only the rows present are counted (0 while the application deletes each row after writing it, as the router expects); with a created_at column written beside the preset and a cdc entry linking the slot, the rows written after the slot's confirmed position are the pending ones, with their age",
+		}},
+	},
+	{
+		Name: "nservicebus", Library: "NServiceBus SQL persistence outbox (PostgreSQL)",
+		Generations: []Generation{{
+			Name: "SQL persistence",
+			// OutboxData keeps no creation time: CreatedAt stays empty.
+			// DispatchedAt is written from UTC into a timestamp column.
+			Fill: Outbox{
+				Table: "OutboxData", ID: "MessageId",
+				Status: "Dispatched", Pending: []string{"false"}, Published: []string{"true"},
+				PublishedAt: "DispatchedAt", TimeZone: "UTC",
+			},
+			Blind: "no creation time: no age of the oldest pending message, no past-deadline count, no publish latency (only counts); no failed state; no destination column to label by",
+		}},
+	},
 }
 
 // PresetNames are the served presets' names, sorted.
@@ -250,11 +270,7 @@ func (v *validator) outboxPreset(p string, o *Outbox) {
 	if o.Preset == "" || o.preset != nil {
 		return
 	}
-	if why, ok := unserved[o.Preset]; ok {
-		v.fail(p+".preset", "%q is not served by this version (%s); served: %s", o.Preset, why, strings.Join(PresetNames(), ", "))
-		return
-	}
-	v.fail(p+".preset", "%q is not a known preset; known: %s", o.Preset, strings.Join(PresetNames(), ", "))
+	v.fail(p+".preset", "is not a known preset; known: %s", strings.Join(PresetNames(), ", "))
 }
 
 // ForColumns is the outbox as its table's columns decide: with a preset

@@ -165,6 +165,11 @@ const (
 	StyleDeleteOnPublish
 )
 
+// NoCreatedAt reports an outbox whose table keeps no creation time: its
+// rows are counted by state, but no age, no past-deadline count and no
+// publish latency can be seen, and its deadline is ignored.
+func (o *Outbox) NoCreatedAt() bool { return o.CreatedAt == "" }
+
 // Style reports how the outbox stores a row's state.
 func (o *Outbox) Style() StateStyle {
 	switch {

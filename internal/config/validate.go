@@ -218,9 +218,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if v.required(p+".id", o.ID) {
 		v.column(p+".id", o.ID)
 	}
-	if v.required(p+".created_at", o.CreatedAt) {
-		v.column(p+".created_at", o.CreatedAt)
-	}
+	v.outboxCreated(p, o)
 	if len(o.Labels) > MaxLabels {
 		v.fail(p+".labels", "at most %d label columns, got %d", MaxLabels, len(o.Labels))
 	}
@@ -239,7 +237,7 @@ func (v *validator) outbox(p, name string, o *Outbox) {
 	if o.LeaseTTL > 0 && o.ClaimedAt == "" {
 		v.fail(p+".lease_ttl", "needs claimed_at")
 	}
-	if o.Deadline <= 0 {
+	if o.Deadline <= 0 && o.CreatedAt != "" {
 		v.fail(p+".deadline", "is required: the promised notification deadline, e.g. 5m")
 	}
 	if len(o.Deadlines) > 0 && len(o.Labels) == 0 {
@@ -386,8 +384,10 @@ func (v *validator) reconcile(p string, r *ReconcileJob) {
 var eventIDRe = regexp.MustCompile(`^(key|header:.+|json:[^.]+(\.[^.]+)*)$`)
 
 func (v *validator) audit(p, name string, a *Audit) {
-	if _, ok := v.c.Outboxes[name]; !ok {
+	if o, ok := v.c.Outboxes[name]; !ok {
 		v.fail(p, "names no outbox defined under outboxes")
+	} else if o.NoCreatedAt() {
+		v.fail(p, "names an outbox with no created_at: the audit chooses the rows it judges by their creation time")
 	}
 	if v.required(p+".kafka", a.Kafka) {
 		if _, ok := v.c.Kafka[a.Kafka]; !ok {

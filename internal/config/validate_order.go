@@ -23,6 +23,9 @@ func (v *validator) order() {
 		if o.Aggregate != "" && o.Style() == StyleDeleteOnPublish {
 			v.fail(p+".aggregate", "needs status or published_at: the published successor of a row is what makes it out of order")
 		}
+		if o.Aggregate != "" && o.NoCreatedAt() {
+			v.fail(p+".aggregate", "needs created_at: the rows of an aggregate are read in the order of their creation")
+		}
 		if o.Aggregate != "" && o.Aggregate == o.Sequence {
 			v.fail(p+".sequence", "must be another column than aggregate")
 		}

@@ -173,3 +173,18 @@ func (v *validator) outboxStatuses(p string, o *Outbox) {
 		}
 	}
 }
+
+// outboxCreated checks created_at. It may be absent only when the file
+// says so, `created_at: ""`, or a preset whose library keeps no creation
+// time leaves it out: then the outbox's rows are counted by state, but
+// no age is exported and deadline is ignored (NoCreatedAt).
+func (v *validator) outboxCreated(p string, o *Outbox) {
+	if o.CreatedAt != "" {
+		v.column(p+".created_at", o.CreatedAt)
+		return
+	}
+	if v.c.Line(p+".created_at") > 0 || o.preset != nil {
+		return
+	}
+	v.fail(p+".created_at", `is required (write created_at: "" for a table with no creation time: then no age is exported)`)
+}

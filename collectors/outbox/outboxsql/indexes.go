@@ -90,19 +90,19 @@ func (s *Spec) Indexes() map[string]Index {
 	}
 	r := s.rules("")
 	up := r.unpublished()
-	ukey := append(append([]string{}, labels...), o.CreatedAt)
+	ukey := append(append([]string{}, labels...), s.OrderColumn())
 	out["unpublished"] = Index{Name: IndexName(s.Name, "unpublished"), Columns: ukey,
 		Include: include(ukey, append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...), Where: up,
 		For: "the state, oldest-row and stuck-row queries"}
 	if len(labels) > 0 {
 		// Without labels the unpublished index is this one.
-		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: []string{o.CreatedAt}, Where: up,
+		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: []string{s.OrderColumn()}, Where: up,
 			For: "the oldest rows by time, at any number of label combinations, and the stuck-row list"}
 	}
 	if dp := r.dead(); dp != "" {
 		cols := labels
 		if len(cols) == 0 {
-			cols = []string{o.CreatedAt}
+			cols = []string{s.OrderColumn()}
 		}
 		out["dead"] = Index{Name: IndexName(s.Name, "dead"), Columns: cols, Where: dp, For: "the dead-row count"}
 	}
@@ -110,7 +110,7 @@ func (s *Spec) Indexes() map[string]Index {
 		// Only claimed rows: the index stays small, and its predicate is
 		// not implied by the state query's, so the planner cannot pick it
 		// there instead of the covering unpublished index.
-		name, key, usage := "claimed", []string{o.CreatedAt}, "the claimed-row count"
+		name, key, usage := "claimed", []string{s.OrderColumn()}, "the claimed-row count"
 		if lc := s.LeaseColumn(); lc != "" {
 			name, key, usage = "lease", []string{lc}, "the expired-lease and live-lease queries and the claimed-row count"
 		}
@@ -125,7 +125,7 @@ func (s *Spec) Indexes() map[string]Index {
 			For: "the claimed rows per label set while more than max_count are claimed"}
 	}
 	if uk := s.unknownPredicate(""); uk != "" {
-		key := append(append([]string{}, labels...), o.CreatedAt)
+		key := append(append([]string{}, labels...), s.OrderColumn())
 		out["unknown"] = Index{Name: IndexName(s.Name, "unknown"), Columns: key,
 			Include: include(key, o.Status, cc, o.Attempts), Where: and(up, not(r.claimed()), uk),
 			For: "the unknown results of unclaimed rows while capped"}
@@ -133,7 +133,7 @@ func (s *Spec) Indexes() map[string]Index {
 	if uc := r.unclassified(); uc != "" {
 		cols := labels
 		if len(cols) == 0 {
-			cols = []string{o.CreatedAt}
+			cols = []string{s.OrderColumn()}
 		}
 		out["unclassified"] = Index{Name: IndexName(s.Name, "unclassified"), Columns: cols, Include: include(cols, o.Status),
 			Where: uc, For: "the unclassified-row count and check's list of unnamed statuses"}

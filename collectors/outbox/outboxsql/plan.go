@@ -21,18 +21,18 @@ type Plan struct {
 // Planned are the queries a sample and a stuck-rows call run, with
 // the index each needs.
 func (s *Spec) Planned() []Plan {
-	qs := []Plan{
-		{Name: "state", SQL: s.StateQuery(), Index: "unpublished"},
-		{Name: "oldest", SQL: s.OldestQuery(), Index: "unpublished", Rule: PlanRule{Ordered: true}},
-		{Name: "pending (capped)", SQL: s.PendingQuery(), Index: "unpublished"},
-	}
+	var qs []Plan
 	add := func(name, sql, index string, rule PlanRule, args ...any) {
 		if sql != "" {
 			qs = append(qs, Plan{Name: name, SQL: sql, Index: index, Rule: rule, Args: args})
 		}
 	}
-	// Both read in created_at order: the unpublished index without
-	// labels, the oldest index with them.
+	add("state", s.StateQuery(), "unpublished", PlanRule{})
+	add("oldest", s.OldestQuery(), "unpublished", PlanRule{Ordered: true})
+	add("pending (capped)", s.PendingQuery(), "unpublished", PlanRule{})
+	// Both read in created_at order (the id's, for a table with no
+	// creation time): the unpublished index without labels, the oldest
+	// index with them.
 	byTime := "unpublished"
 	if len(s.O.Labels) > 0 {
 		byTime = "oldest"

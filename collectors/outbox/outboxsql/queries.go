@@ -68,10 +68,16 @@ func (s *Spec) stateShape() stateShape {
 		add(col(l.Column), a)
 		sh.outer = append(sh.outer, "s."+a+"::text")
 	}
-	add(col(o.CreatedAt), "cr")
 	for i := range sh.outer {
 		sh.group = append(sh.group, strconv.Itoa(i+1))
 	}
+	if o.NoCreatedAt() {
+		// No creation time: no age, no past-deadline counts (Deadlines
+		// is empty), and a NULL age the scan leaves unset.
+		sh.aggs = []string{"count(*)::int8", "NULL::float8"}
+		return sh
+	}
+	add(col(o.CreatedAt), "cr")
 	sh.aggs = []string{"count(*)::int8",
 		"extract(epoch from " + ReadNow + " - " + s.tz(o.CreatedAt, "min(s.cr)") + ")::float8"}
 	// One past-deadline count per distinct deadline, each a plain
@@ -149,7 +155,7 @@ func (s *Spec) UnknownQuery() string {
 // (the oldest ones) are exact up to k; a NULL label value is a value
 // like any other.
 func (s *Spec) PendingQuery() string {
-	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate())), col(s.O.CreatedAt), []string{""}, 1)
+	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate())), col(s.OrderColumn()), []string{""}, 1)
 }
 
 // shares are the CTEs g (the combinations, at most MaxOldestTuples) and
@@ -164,6 +170,9 @@ k AS (SELECT greatest(1, %d / greatest(count(*) * %d, 1))::int8 AS k FROM g)`, M
 // Deadlines are the distinct deadlines of the outbox, shortest first: the
 // past-deadline columns of the state query.
 func (s *Spec) Deadlines() []time.Duration {
+	if s.O.NoCreatedAt() {
+		return nil
+	}
 	ds := []time.Duration{s.O.Deadline}
 	for _, d := range s.O.Deadlines {
 		ds = append(ds, d)
@@ -251,8 +260,11 @@ const MaxOldestTuples = 10000
 // index on created_at answers from its first entry. It is used when the
 // state query was capped.
 //
-// Columns: labels..., oldest age seconds.
+// Columns: labels..., oldest age seconds. "" without created_at.
 func (s *Spec) OldestQuery() string {
+	if s.O.NoCreatedAt() {
+		return ""
+	}
 	up := s.unpublished()
 	labels := s.O.Labels
 	if len(labels) == 0 {
@@ -288,7 +300,7 @@ const MaxOldestRows = 1000
 // Columns: labels..., age seconds.
 func (s *Spec) OldestRowsQuery() string {
 	labels := s.O.Labels
-	if len(labels) == 0 {
+	if len(labels) == 0 || s.O.NoCreatedAt() {
 		return ""
 	}
 	outs := make([]string, len(labels))
@@ -348,10 +360,21 @@ func (s *Spec) perCombo(pred, order string, parts []string, shared int) string {
 }
 
 // claimedOrder is the order of the claimed index after the labels: the
-// lease column, else created_at.
+// lease column, else OrderColumn.
 func (s *Spec) claimedOrder() string {
 	if lc := s.LeaseColumn(); lc != "" {
 		return lc
+	}
+	return s.OrderColumn()
+}
+
+// OrderColumn is the column rows are read oldest first by, and the
+// indexes' key after the labels: created_at, or the id on a table with
+// no creation time (an order that only keeps reads and index keys
+// stable; no age is judged from it).
+func (s *Spec) OrderColumn() string {
+	if s.O.NoCreatedAt() {
+		return s.O.ID
 	}
 	return s.O.CreatedAt
 }
@@ -437,5 +460,5 @@ func (s *Spec) UnknownCappedQuery() string {
 	if up == "" {
 		return ""
 	}
-	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate()), up), col(s.O.CreatedAt), []string{""}, 1)
+	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate()), up), col(s.OrderColumn()), []string{""}, 1)
 }

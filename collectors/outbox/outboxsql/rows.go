@@ -141,8 +141,11 @@ func (s *Spec) PublishedQuery() string {
 	pub := s.tz(o.PublishedAt, col(o.PublishedAt))
 	sel := []string{col(o.ID) + "::text"}
 	sel = append(sel, s.labelExprs()...)
-	sel = append(sel, epochMicros(pub),
-		"extract(epoch from "+pub+" - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8")
+	lat := "NULL::float8" // no creation time: no latency
+	if !o.NoCreatedAt() {
+		lat = "extract(epoch from " + pub + " - " + s.tz(o.CreatedAt, col(o.CreatedAt)) + ")::float8"
+	}
+	sel = append(sel, epochMicros(pub), lat)
 	sel = append(sel, s.publishedExtras()...)
 	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
 		strings.Join(sel, ", "), s.table,
@@ -158,7 +161,13 @@ func (s *Spec) stuckColumns() []string {
 	sel = append(sel, s.factExprs()...)
 	sel = append(sel, s.labelExprs()...)
 	// Never negative (a writer's clock ahead), 0 for a NULL created_at.
-	sel = append(sel, "greatest(coalesce(extract(epoch from "+ReadNow+" - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
+	// Without created_at the stuck page cannot know an age: 0 there, and
+	// the row says its age is unknown.
+	if o.NoCreatedAt() {
+		sel = append(sel, "0::float8")
+	} else {
+		sel = append(sel, "greatest(coalesce(extract(epoch from "+ReadNow+" - "+s.tz(o.CreatedAt, col(o.CreatedAt))+")::float8, 0), 0)")
+	}
 	if o.Attempts != "" {
 		sel = append(sel, "coalesce("+col(o.Attempts)+", 0)::int8")
 	} else {
@@ -183,10 +192,9 @@ func (s *Spec) stuckColumns() []string {
 // rows while an old one waits past them. Rows without created_at come
 // last.
 func (s *Spec) StuckQuery() string {
-	o := s.O
 	sel := s.stuckColumns()
 	return fmt.Sprintf(`SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT $1`,
-		strings.Join(sel, ", "), s.table, s.where(s.unpublished()), col(o.CreatedAt))
+		strings.Join(sel, ", "), s.table, s.where(s.unpublished()), col(s.OrderColumn()))
 }
 
 // SkewWindow is the commit skew the published counters tolerate: a row
