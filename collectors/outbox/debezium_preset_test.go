@@ -47,7 +47,7 @@ func TestDebeziumPresetBehindSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := config.Parse([]byte(strings.Replace(debeziumPresetYAML, "    created_at: created_at\n", "", 1)), func(string) (string, bool) { return "", false }); err == nil ||
-		!strings.Contains(err.Error(), "cdc.router.outbox") || !strings.Contains(err.Error(), "has no created_at") {
+		!strings.Contains(err.Error(), "cdc.router.outbox") || !strings.Contains(err.Error(), "names an outbox with no created_at") {
 		t.Errorf("the link without a time column: %v", err)
 	}
 	cfg, err := config.Parse([]byte(debeziumPresetYAML), func(string) (string, bool) { return "", false })

@@ -13,7 +13,7 @@ func TestLeaderElectionValidation(t *testing.T) {
 	}{
 		{"database", "leader_election:\n  database: main\n", ""},
 		{"intervals", "leader_election:\n  database: main\n  check_interval: 3s\n  retry_interval: 500ms\n", ""},
-		{"unknown database", "leader_election:\n  database: other\n", `leader_election.database: database "other" is not defined under databases`},
+		{"unknown database", "leader_election:\n  database: other\n", `leader_election.database: names no database defined under databases`},
 		{"no database", "leader_election:\n  check_interval: 3s\n", "leader_election.database: is required"},
 		{"unknown key", "leader_election:\n  database: main\n  lease: 5s\n", "leader_election.lease"},
 		{"check below a second", "leader_election:\n  database: main\n  check_interval: 500ms\n", "leader_election.check_interval: must be at least 1s"},

@@ -21,7 +21,7 @@ func TestNoCreatedAt(t *testing.T) {
 		{"with a deadline, no deadline is required", strings.Replace(base, "    deadline: 5m\n", "", 1),
 			[]string{"outboxes.messages.deadline: is required"}},
 		{"cdc link", noCreated + "cdc:\n  slot1:\n    database: main\n    slot: s1\n    deadline: 5m\n    outbox: messages\n",
-			[]string{"cdc.slot1.outbox", "has no created_at"}},
+			[]string{"cdc.slot1.outbox", "names an outbox with no created_at"}},
 		{"aggregate", strings.Replace(noCreated, "    deadline: 5m", "    deadline: 5m\n    aggregate: agg\n    sequence: seq", 1),
 			[]string{"outboxes.messages.aggregate: needs created_at"}},
 	} {

@@ -42,7 +42,7 @@ func TestOffsetsTableRefused(t *testing.T) {
 	for _, tc := range []struct{ preset, extra, want string }{
 		{"watermill-sql", "    table: orders\n", `outboxes.events.offsets_table: is required: table "orders" is not named watermill_TOPIC`},
 		{"watermill-sql", "    table: watermill_orders\n    published_at: done_at\n", "outboxes.events.offsets_table: a consumer group's offset says which messages it has consumed: give no status, published_at or dead_at with it"},
-		{"watermill-sql", "    table: watermill_orders\n    offsets_table: \"x;y\"\n", `outboxes.events.offsets_table: "x;y" is not a valid table name`},
+		{"watermill-sql", "    table: watermill_orders\n    offsets_table: \"x;y\"\n", `outboxes.events.offsets_table: is not a valid table name`},
 		{"watermill-sql", "    table: watermill_orders\n    labels: {kind: event_type}\n", "outboxes.events.labels: with offsets_table, one label must read the column consumer_group"},
 		{"watermill-sql", "    table: watermill_orders\ncdc:\n  wm:\n    database: main\n    slot: s\n    deadline: 1m\n    outbox: events\n",
 			`cdc.wm.outbox: outbox "events" has offsets_table: a message is pending or consumed per consumer group, not once`},
