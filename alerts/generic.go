@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
@@ -132,6 +134,17 @@ func (b *builder) genericOutboxAlerts() []Rule {
 			"Outbox events were abandoned.",
 			"Outbox {{ $labels.outbox }} holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",
 			nil),
+		// Which outbox reads which database is in the config only: here a
+		// standby is judged against the shortest deadline of any outbox
+		// its exporter watches; rules written by generate use the
+		// outboxes of that database.
+		b.alert("OutboxStandbyReplayLagEatsDeadline", SeverityWarning,
+			fmt.Sprintf("max by (%s) (outbox_database_replay_lag_seconds%s)\n> on (%s) group_left ()\n0.5 * min by (%s) (outbox_deadline_seconds%s)",
+				b.by("database"), b.selector(), b.by(), b.by(), b.selector()),
+			"2m",
+			"A standby the exporter reads outboxes from lags behind by more than half a deadline.",
+			"Database {{ $labels.database }} is a standby whose replay is {{ $value | humanizeDuration }} behind the primary: more than half the shortest deadline of the outboxes this exporter watches. The ages and counts read there are that old; a missed deadline pages late.",
+			nil),
 	}
 }
 
@@ -157,6 +170,21 @@ func (b *builder) genericConsumerAlerts() []Rule {
 			"1m",
 			"Kafka deleted events a consumer group had not consumed.",
 			"Kafka cluster {{ $labels.cluster }} deleted {{ $value }} records of topic {{ $labels.topic }} that consumer group {{ $labels.group }} had not consumed (its committed offset is below the log start): those events are lost to it.",
+			nil),
+		// A for: cannot vary by series: here every group waits the
+		// default lag deadline; rules written by generate wait each
+		// group's own.
+		b.alert("OutboxConsumerUncommittedPartitions", SeverityWarning,
+			fmt.Sprintf("max by (%s) (outbox_consumer_uncommitted_partitions%s) > 0", b.by("cluster", "group", "topic"), sel),
+			model.Duration(config.DefaultKafkaDeadline).String(),
+			"A consumer group has partitions without a committed offset.",
+			fmt.Sprintf("Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has had {{ $value }} partitions of topic {{ $labels.topic }} without a committed offset for %s: their lag is unknown, and the group may be stuck before its first commit or skip their records.", model.Duration(config.DefaultKafkaDeadline)),
+			nil),
+		b.alert("OutboxShareGroupLagAboveDeadline", SeverityCritical,
+			worst(fmt.Sprintf("outbox_share_group_lag_seconds%s > ignoring (topic) group_left () outbox_consumer_deadline_seconds%s", sel, sel)),
+			"2m",
+			"A share group lags behind its deadline.",
+			"Share group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has a record of topic {{ $labels.topic }} at its start offset that is {{ $value | humanizeDuration }} old, past the group's lag deadline: it has not acknowledged it, or the broker has not moved the start offset past it.",
 			nil),
 	}
 }
@@ -229,7 +257,16 @@ func (b *builder) genericOrderAlerts() []Rule {
 // selector, "up == 0" would take in every target of the Prometheus: a
 // down target is one that was an outbox_exporter in the last day.
 func (b *builder) genericExporterAlerts() []Rule {
-	rules := b.exporterAlerts()
+	rules := append(b.exporterAlerts(),
+		// A cdc entry's lease gates no work, so only reconcile jobs and
+		// audits are judged; every task waits LeaderlessMin here, a job's
+		// run limit in the rules written by generate.
+		b.alert("OutboxTaskLeaderless", SeverityWarning,
+			fmt.Sprintf("max by (%s) (outbox_exporter_leader%s) == 0", b.by("task"), b.selector(`task!~"cdc/.*"`)),
+			model.Duration(LeaderlessMin).String(),
+			"No outbox_exporter replica leads a task that must run once.",
+			fmt.Sprintf("No replica has led {{ $labels.task }} for %s: its work (reconcile runs, the audit's reading of the topics) is done by no one, so lost events go unnoticed. Every replica stands by: none can take the task's lease on the leader_election database, or they disagree on the configuration.", model.Duration(LeaderlessMin)),
+			nil))
 	if b.sel == "" {
 		for i := range rules {
 			if rules[i].Alert == "OutboxExporterTargetDown" {

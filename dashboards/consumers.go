@@ -12,9 +12,10 @@ import (
 const ConsumersUID = "outbox-consumers"
 
 // Consumers shows how far each consumer group lags, in records and in
-// time against the group's deadline.
+// time against the group's deadline, and each share group's when the
+// config watches any.
 func Consumers(cfg *config.Config) (dashboard.Dashboard, error) {
-	return finish(cfg)(newDashboard(cfg, ConsumersUID, "Outbox / Consumers",
+	b := newDashboard(cfg, ConsumersUID, "Outbox / Consumers",
 		"Consumer groups of the outbox topics: lag in records and in seconds against each group's deadline.").
 		WithVariable(groupVariable()).
 		WithRow(dashboard.NewRowBuilder("Lag")).
@@ -38,7 +39,27 @@ func Consumers(cfg *config.Config) (dashboard.Dashboard, error) {
 			"Partitions each group has members for, or added after its commits, with no committed offset: their lag is unknown. Lasting past the deadline warns: OutboxConsumerUncommittedPartitions.",
 			"short",
 			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_consumer_uncommitted_partitions%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
-		)).
+		))
+	if watchesShareGroups(cfg) {
+		b = shareGroupRow(b)
+	}
+	return finish(cfg)(b.Build())
+}
+
+// watchesShareGroups says whether any cluster of cfg selects share groups.
+func watchesShareGroups(cfg *config.Config) bool {
+	for _, k := range cfg.Kafka {
+		if len(k.ShareGroups) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// shareGroupRow adds the share groups' lag, in seconds and records, and
+// their members.
+func shareGroupRow(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
+	return b.
 		WithRow(dashboard.NewRowBuilder("Share groups")).
 		WithPanel(dashedQuery(graph("Share group lag in seconds vs deadline",
 			"Age of the record at each share group's start offset (an upper bound of its oldest unacknowledged record's), 0 when caught up, against the group's deadline (dashed red). Solid above dashed pages: OutboxShareGroupLagAboveDeadline.",
@@ -55,6 +76,5 @@ func Consumers(cfg *config.Config) (dashboard.Dashboard, error) {
 			"Members of each share group.",
 			"short",
 			target{fmt.Sprintf("max by (cluster, group) (outbox_share_group_members%s)", groupSel()), "{{cluster}} {{group}}"},
-		)).
-		Build())
+		))
 }

@@ -114,3 +114,29 @@ func TestLeadershipPanel(t *testing.T) {
 		}
 	}
 }
+
+// The share groups' row is there when a cluster selects share groups,
+// and absent (no panel left without data) when none does.
+func TestShareGroupRow(t *testing.T) {
+	cfg := exampleConfig(t)
+	for _, on := range []bool{false, true} {
+		for _, k := range cfg.Kafka {
+			k.ShareGroups = nil
+			if on {
+				k.ShareGroups = []string{"jobs"}
+			}
+		}
+		d, err := Consumers(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := strings.Contains(string(b), "outbox_share_group_lag_messages")
+		if has != on {
+			t.Errorf("share_groups %v: share group panels present %v", on, has)
+		}
+	}
+}

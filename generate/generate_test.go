@@ -510,7 +510,7 @@ func TestRuleExpressions(t *testing.T) {
 	}
 	// The golden /metrics comes from a config without a cdc section; the
 	// slot's metrics are checked by collectors/cdc's own tests.
-	for _, n := range []string{"outbox_cdc_slot_lag_seconds", "outbox_cdc_deadline_seconds", "outbox_cdc_slot_active", "outbox_cdc_slot_wal_status"} {
+	for _, n := range []string{"outbox_cdc_slot_lag_seconds", "outbox_cdc_deadline_seconds", "outbox_cdc_slot_active", "outbox_cdc_slot_wal_status", "outbox_cdc_slot_missing"} {
 		known.names[n] = true
 	}
 	for name, expr := range exprs {
