@@ -39,7 +39,10 @@ const (
 	DatabaseReplayLag  = "outbox_database_replay_lag_seconds"
 )
 
-// Metric names of a reconcile job's runs and schedule.
+// Metric names of a reconcile job's runs and schedule. The interval is a
+// setting exported as a series, like the objective below, so that one rule
+// file serves every config: a rule reads each threshold from the series of
+// the thing it judges.
 const (
 	ReconcileDuration = "outbox_reconcile_duration_seconds"
 	ReconcileRunning  = "outbox_reconcile_running_seconds"
@@ -54,7 +57,8 @@ const (
 	AuditOrderInversions  = "outbox_audit_order_inversions_total"
 )
 
-// Metric name of an outbox's publish objective.
+// Metric name of an outbox's publish objective, a setting exported as a
+// series for the rules.
 const SLOObjective = "outbox_slo_objective"
 
 // Metric names of the exporter's own state.
