@@ -21,7 +21,7 @@ func (b *builder) consumerAlerts() []Rule {
 	var rules []Rule
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Kafka)) {
 		sel := b.selector(eq(vocab.LabelCluster, name))
-		own := map[string]string{"cluster": name}
+		own := map[string]string{vocab.LabelCluster: name}
 		rules = append(rules, b.alert("OutboxConsumerLagAboveDeadline", SeverityCritical,
 			fmt.Sprintf("max by (%s) ("+vocab.ConsumerLagSeconds+"%s)\n> on (%s) group_left ()\nmax by (%s) ("+vocab.ConsumerDeadline+"%s)",
 				b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel, b.by(vocab.LabelCluster, vocab.LabelGroup), b.by(vocab.LabelCluster, vocab.LabelGroup), sel),
@@ -87,9 +87,9 @@ func (b *builder) uncommittedAlerts(cluster string, k *config.Kafka) []Rule {
 	rule := func(d time.Duration, groups string) Rule {
 		sel := b.selector(eq(vocab.LabelCluster, cluster))
 		if groups != "" {
-			sel = b.selector(eq(vocab.LabelCluster, cluster), "group=~"+quote(groups))
+			sel = b.selector(eq(vocab.LabelCluster, cluster), vocab.LabelGroup+"=~"+quote(groups))
 		} else if len(overridden) > 0 {
-			sel = b.selector(eq(vocab.LabelCluster, cluster), "group!~"+quote(strings.Join(overridden, "|")))
+			sel = b.selector(eq(vocab.LabelCluster, cluster), vocab.LabelGroup+"!~"+quote(strings.Join(overridden, "|")))
 		}
 		return b.alert("OutboxConsumerUncommittedPartitions", SeverityWarning,
 			fmt.Sprintf("max by (%s) ("+vocab.ConsumerUncommitted+"%s) > 0", b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel),
@@ -97,7 +97,7 @@ func (b *builder) uncommittedAlerts(cluster string, k *config.Kafka) []Rule {
 			"A consumer group has partitions without a committed offset for longer than its deadline.",
 			"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has had {{ $value }} partitions of topic {{ $labels.topic }} without a committed offset for longer than its lag deadline: their lag is unknown, and the group may be stuck before its first commit or skip their records.",
 			// The deadline tells the rules of one cluster apart.
-			map[string]string{"cluster": cluster, "deadline": model.Duration(d).String()})
+			map[string]string{vocab.LabelCluster: cluster, "deadline": model.Duration(d).String()})
 	}
 	rules := []Rule{rule(k.Deadline, "")}
 	for _, d := range slices.Sorted(maps.Keys(byDeadline)) {

@@ -34,7 +34,7 @@ func (b *builder) leaderAlerts() []Rule {
 			"No outbox_exporter replica leads a task that must run once.",
 			fmt.Sprintf("No replica has led {{ $labels.task }} for %s: %s. Every replica stands by: none can take the task's lease on the leader_election database, or they disagree on the configuration.",
 				model.Duration(wait), what),
-			map[string]string{"task": task}))
+			map[string]string{vocab.LabelTask: task}))
 	}
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
 		add("reconcile/"+name, max(RunLimit(b.cfg.Reconcile[name].Schedule), LeaderlessMin),

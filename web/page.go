@@ -272,7 +272,7 @@ func (s *Server) groupViews(snap *Snapshot, collectorOK map[string]bool, now tim
 	uncommitted := snap.SumBy(vocab.ConsumerUncommitted, vocab.LabelCluster, vocab.LabelGroup)
 	shares := shareGroupSet(snap)
 	for _, smp := range snap.Metrics[vocab.ConsumerDeadline] {
-		c, g := smp.Labels["cluster"], smp.Labels["group"]
+		c, g := smp.Labels[vocab.LabelCluster], smp.Labels[vocab.LabelGroup]
 		k := [2]string{c, g}
 		if shares[k] {
 			continue

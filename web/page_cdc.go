@@ -24,7 +24,7 @@ type cdcView struct {
 func cdcViews(snap *Snapshot) []cdcView {
 	var out []cdcView
 	for _, name := range snap.Values(vocab.CDCDeadline, vocab.LabelCDC) {
-		m := map[string]string{"cdc": name}
+		m := map[string]string{vocab.LabelCDC: name}
 		v := cdcView{CDC: name, Status: Unknown}
 		v.Deadline, _ = snap.Max(vocab.CDCDeadline, m)
 		if missing, _ := snap.Max(vocab.CDCSlotMissing, m); missing == 1 {

@@ -23,7 +23,7 @@ func shareGroupSet(snap *Snapshot) map[[2]string]bool {
 	set := map[[2]string]bool{}
 	for _, name := range []string{vocab.ShareGroupInfo, vocab.ShareGroupLagMessages, vocab.ShareGroupMembers} {
 		for _, smp := range snap.Metrics[name] {
-			set[[2]string{smp.Labels["cluster"], smp.Labels["group"]}] = true
+			set[[2]string{smp.Labels[vocab.LabelCluster], smp.Labels[vocab.LabelGroup]}] = true
 		}
 	}
 	return set
@@ -39,7 +39,7 @@ func shareViews(snap *Snapshot, collectorOK map[string]bool) []shareView {
 	deadline := snap.MaxBy(vocab.ConsumerDeadline, vocab.LabelCluster, vocab.LabelGroup)
 	state := map[[2]string]string{}
 	for _, smp := range snap.Metrics[vocab.ShareGroupInfo] {
-		state[[2]string{smp.Labels["cluster"], smp.Labels["group"]}] = smp.Labels["state"]
+		state[[2]string{smp.Labels[vocab.LabelCluster], smp.Labels[vocab.LabelGroup]}] = smp.Labels["state"]
 	}
 	var out []shareView
 	for k := range shareGroupSet(snap) {
