@@ -78,5 +78,4 @@ const (
 	LabelCDC       = "cdc"
 	LabelDatabase  = "database"
 	LabelTask      = "task"
-	LabelAudit     = "audit"
 )
