@@ -28,7 +28,7 @@ func (b *builder) auditAlerts() []Rule {
 // found, after its count.
 func (b *builder) auditFound(name, metric, forDur, summary, found string) Rule {
 	return b.alert(name, findingSeverity(metric, ""),
-		fmt.Sprintf("max by (%s) (%s%s) > 0", b.by("outbox"), metric, b.selector()),
+		fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelOutbox), metric, b.selector()),
 		forDur, summary,
 		"The audit of outbox {{ $labels.outbox }} found {{ $value }} "+found,
 		nil)

@@ -51,7 +51,7 @@ func (b *builder) exporterAlerts() []Rule {
 			"Collector {{ $labels.collector }} for target {{ $labels.target }}"+b.inCluster()+" failed at least {{ $value | humanizePercentage }} of its collections over the last "+CollectorWindow+" on every replica: the alerts on its metrics (deadlines, lag, loss) cannot fire.",
 			nil),
 		b.alert("OutboxExporterConfigReloadFailed", SeverityWarning,
-			fmt.Sprintf("outbox_exporter_config_last_reload_successful%s == 0", b.selector()),
+			fmt.Sprintf(vocab.ConfigReloadSuccessful+"%s == 0", b.selector()),
 			"10m",
 			"outbox_exporter failed to reload its configuration.",
 			"outbox_exporter on {{ $labels.instance }} could not load its changed configuration and still runs the previous one.",
@@ -65,7 +65,7 @@ func (b *builder) exporterAlerts() []Rule {
 // not make it true. A cluster whose exporters were seen in the last day
 // and are gone now is absent.
 func (b *builder) absentExpr() string {
-	info := "outbox_exporter_build_info" + b.selector()
+	info := vocab.ExporterBuildInfo + b.selector()
 	expr := fmt.Sprintf("absent(%s)", info)
 	if b.cluster == "" {
 		return expr

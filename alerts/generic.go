@@ -9,20 +9,13 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // ReplicaLabels are the labels that tell two replicas of the exporter
 // apart: the generic rules take the largest value over them, since every
 // replica watches the same outboxes, groups and jobs.
 const ReplicaLabels = "instance, pod"
-
-// Names of the settings the exporter exports so that one rule file serves
-// every config: the rules read each outbox's objective and each reconcile
-// job's interval from these series instead of from the config.
-const (
-	SLOObjectiveMetric      = "outbox_slo_objective"
-	ReconcileIntervalMetric = "outbox_reconcile_interval_seconds"
-)
 
 // successLookback is how far back the generic OutboxReconcileNotSucceeding
 // looks for a job's last success and for when it was first monitored. It
@@ -64,16 +57,16 @@ func worst(expr string) string {
 // replica's counts are taken once: their largest over the replicas per
 // label set, then added up per outbox.
 func (b *builder) genericSLORecords() []Rule {
-	by := b.by("outbox")
+	by := b.by(vocab.LabelOutbox)
 	rate := func(metric, w string) string {
 		return fmt.Sprintf("sum by (%s) (%s)", by, worst(fmt.Sprintf("rate(%s%s[%s])", metric, b.selector(), w)))
 	}
 	rules := []Rule{
-		{Record: PublishedRateRecord, Expr: rate("outbox_published_events_total", "5m")},
-		{Record: LateRateRecord, Expr: rate("outbox_published_late_events_total", "5m")},
+		{Record: PublishedRateRecord, Expr: rate(vocab.OutboxPublished, "5m")},
+		{Record: LateRateRecord, Expr: rate(vocab.OutboxPublishedLate, "5m")},
 	}
 	for _, w := range SLOWindows {
-		expr := rate("outbox_published_late_events_total", w) + "\n/\n" + rate("outbox_published_events_total", w)
+		expr := rate(vocab.OutboxPublishedLate, w) + "\n/\n" + rate(vocab.OutboxPublished, w)
 		if w == BudgetWindow {
 			expr = fmt.Sprintf("sum_over_time(%s[%s])\n/\nsum_over_time(%s[%s])", LateRateRecord, w, PublishedRateRecord, w)
 		}
@@ -85,15 +78,15 @@ func (b *builder) genericSLORecords() []Rule {
 // genericSLOAlerts are the burn-rate alerts against each outbox's own
 // objective, read from outbox_slo_objective.
 func (b *builder) genericSLOAlerts() []Rule {
-	by := b.by("outbox")
-	budget := fmt.Sprintf("(1 - max by (%s) (%s%s))", by, SLOObjectiveMetric, b.selector())
+	by := b.by(vocab.LabelOutbox)
+	budget := fmt.Sprintf("(1 - max by (%s) (%s%s))", by, vocab.SLOObjective, b.selector())
 	var rules []Rule
 	for _, c := range burns {
 		f := strconv.FormatFloat(c.factor, 'f', -1, 64)
 		days := strconv.FormatFloat(float64(int(300/c.factor+0.5))/10, 'f', -1, 64)
 		expr := fmt.Sprintf("%[1]s > on (%[2]s) group_left () (%[3]s * %[4]s)\nand\n%[5]s > on (%[2]s) group_left () (%[3]s * %[4]s)\nand on (%[2]s)\nsum by (%[2]s) (%[6]s) >= %[7]d",
 			ErrorRatioRecord(c.long), by, f, budget, ErrorRatioRecord(c.short),
-			worst(fmt.Sprintf("increase(outbox_published_late_events_total%s[%s])", b.selector(), c.long)), MinLateEvents)
+			worst(fmt.Sprintf("increase("+vocab.OutboxPublishedLate+"%s[%s])", b.selector(), c.long)), MinLateEvents)
 		summary := "Events are published late fast enough to spend the error budget within days."
 		if c.severity == SeverityWarning {
 			summary = "Events are published late fast enough to spend the error budget this month."
@@ -111,25 +104,25 @@ func (b *builder) genericSLOAlerts() []Rule {
 func (b *builder) genericOutboxAlerts() []Rule {
 	return []Rule{
 		b.alert("OutboxNotificationDeadlineMissed", SeverityCritical,
-			worst(fmt.Sprintf("outbox_oldest_pending_age_seconds%s > outbox_deadline_seconds%s", b.selector(), b.selector())),
+			worst(fmt.Sprintf(vocab.OutboxOldestPendingAge+"%s > "+vocab.OutboxDeadline+"%s", b.selector(), b.selector())),
 			"1m",
 			"An outbox event is older than its notification deadline.",
 			"The oldest unpublished event of outbox {{ $labels.outbox }} is {{ $value | humanizeDuration }} old, past its notification deadline.",
 			nil),
 		b.alert("OutboxLeaseExpiriesSustained", SeverityWarning,
-			fmt.Sprintf("max by (%s) (rate(outbox_lease_expirations_total%s[10m])) * 60 > 0", b.by("outbox"), b.selector()),
+			fmt.Sprintf("max by (%s) (rate("+vocab.OutboxLeaseExpirations+"%s[10m])) * 60 > 0", b.by(vocab.LabelOutbox), b.selector()),
 			"15m",
 			"Relay leases keep expiring.",
 			"Leases on rows of outbox {{ $labels.outbox }} have expired for 15 minutes without pause ({{ $value | humanize }} per minute): relays die, hang or overrun their lease while publishing.",
 			nil),
 		b.alert("OutboxUnknownResultEvents", SeverityWarning,
-			worst("outbox_unknown_result_events"+b.selector())+" > 0",
+			worst(vocab.OutboxUnknownResult+b.selector())+" > 0",
 			"15m",
 			"Outbox events have an unknown publish result.",
 			"Outbox {{ $labels.outbox }} has {{ $value }} events whose publish result is unknown: the broker may hold them, so their retry may duplicate them.",
 			nil),
 		b.alert("OutboxDeadEvents", SeverityWarning,
-			worst("outbox_events"+b.selector(eq("state", "dead")))+" > 0",
+			worst(vocab.OutboxEvents+b.selector(eq(vocab.LabelState, "dead")))+" > 0",
 			"5m",
 			"Outbox events were abandoned.",
 			"Outbox {{ $labels.outbox }} holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",
@@ -154,19 +147,19 @@ func (b *builder) genericConsumerAlerts() []Rule {
 	sel := b.selector()
 	return []Rule{
 		b.alert("OutboxConsumerLagAboveDeadline", SeverityCritical,
-			worst(fmt.Sprintf("outbox_consumer_lag_seconds%s > ignoring (topic) group_left () outbox_consumer_deadline_seconds%s", sel, sel)),
+			worst(fmt.Sprintf(vocab.ConsumerLagSeconds+"%s > ignoring (topic) group_left () "+vocab.ConsumerDeadline+"%s", sel, sel)),
 			"2m",
 			"A consumer group lags behind its deadline.",
 			"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has not consumed a record of topic {{ $labels.topic }} that is {{ $value | humanizeDuration }} old, past the group's lag deadline.",
 			nil),
 		b.alert("OutboxConsumerGroupEmpty", SeverityWarning,
-			fmt.Sprintf("max by (%s) (outbox_consumer_group_members%s) == 0", b.by("cluster", "group"), sel),
+			fmt.Sprintf("max by (%s) ("+vocab.ConsumerGroupMembers+"%s) == 0", b.by(vocab.LabelCluster, vocab.LabelGroup), sel),
 			"10m",
 			"A consumer group has no members.",
 			"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has had no members for 10 minutes: nobody consumes its topics, and new events pile up unseen until its lag passes the deadline.",
 			nil),
 		b.alert("OutboxConsumerRetentionLoss", SeverityCritical,
-			fmt.Sprintf("max by (%s) (outbox_consumer_retention_lost_messages%s) > 0", b.by("cluster", "group", "topic"), sel),
+			fmt.Sprintf("max by (%s) ("+vocab.ConsumerRetentionLost+"%s) > 0", b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel),
 			"1m",
 			"Kafka deleted events a consumer group had not consumed.",
 			"Kafka cluster {{ $labels.cluster }} deleted {{ $value }} records of topic {{ $labels.topic }} that consumer group {{ $labels.group }} had not consumed (its committed offset is below the log start): those events are lost to it.",
@@ -192,28 +185,28 @@ func (b *builder) genericConsumerAlerts() []Rule {
 // runLimitExpr is RunLimit in PromQL: the job's interval, at least
 // MinRunTime and at most MaxRunTime.
 func (b *builder) runLimitExpr() string {
-	return fmt.Sprintf("clamp(%s%s, %d, %d)", ReconcileIntervalMetric, b.selector(), int64(MinRunTime/time.Second), int64(MaxRunTime/time.Second))
+	return fmt.Sprintf("clamp(%s%s, %d, %d)", vocab.ReconcileInterval, b.selector(), int64(MinRunTime/time.Second), int64(MaxRunTime/time.Second))
 }
 
 // genericReconcileAlerts are the reconcile alerts of every job, its
 // limits worked out from its interval as RunLimit and SuccessLimit do.
 func (b *builder) genericReconcileAlerts() []Rule {
-	by, sel := b.by("reconcile"), b.selector()
-	success := fmt.Sprintf("max by (%[1]s) (%[2]s%[3]s + %[4]s)", by, ReconcileIntervalMetric, sel, b.runLimitExpr())
+	by, sel := b.by(vocab.LabelReconcile), b.selector()
+	success := fmt.Sprintf("max by (%[1]s) (%[2]s%[3]s + %[4]s)", by, vocab.ReconcileInterval, sel, b.runLimitExpr())
 	// As in Build, the last success is taken over a lookback so that a
 	// restart does not hide it; a job first monitored longer than its
 	// limit ago with no success in the lookback has gone that long
 	// without one.
-	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s]))\n> on (%[1]s)\n%[4]s\nor\n"+
-		"(time() - min by (%[1]s) (min_over_time(timestamp(%[5]s%[2]s)[%[3]s:1m])))\n> on (%[1]s)\n%[4]s\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s]))",
-		by, sel, successLookback, success, ReconcileIntervalMetric)
+	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time("+vocab.ReconcileLastSuccess+"%[2]s[%[3]s]))\n> on (%[1]s)\n%[4]s\nor\n"+
+		"(time() - min by (%[1]s) (min_over_time(timestamp(%[5]s%[2]s)[%[3]s:1m])))\n> on (%[1]s)\n%[4]s\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time("+vocab.ReconcileLastSuccess+"%[2]s[%[3]s]))",
+		by, sel, successLookback, success, vocab.ReconcileInterval)
 	return append(b.reconcileGapAlerts(),
 		b.alert("OutboxReconcileNotSucceeding", SeverityWarning, notSucceeding, "5m",
 			"A reconcile job has not succeeded since its last scheduled run should have ended.",
 			"Reconcile job {{ $labels.reconcile }} has not succeeded for {{ $value | humanizeDuration }}, longer than its schedule's interval and a run's time (outbox_reconcile_interval_seconds): the run that should have ended by now failed, never ran or never ended. Lost events go unnoticed meanwhile.",
 			nil),
 		b.alert("OutboxReconcileRunTooLong", SeverityWarning,
-			fmt.Sprintf("max by (%[1]s) (outbox_reconcile_running_seconds%[2]s)\n> on (%[1]s)\nmax by (%[1]s) (%[3]s)", by, sel, b.runLimitExpr()),
+			fmt.Sprintf("max by (%[1]s) ("+vocab.ReconcileRunning+"%[2]s)\n> on (%[1]s)\nmax by (%[1]s) (%[3]s)", by, sel, b.runLimitExpr()),
 			"5m",
 			"A reconcile run has been running longer than its schedule allows.",
 			"The run of reconcile job {{ $labels.reconcile }} in progress has been running for {{ $value | humanizeDuration }}, longer than a run of its schedule may take (its interval, at least 5m and at most 6h): it is stuck (a held lock, a slow target) and no run of the job ends meanwhile, the first one included.",
@@ -237,17 +230,17 @@ func (b *builder) genericOrderAlerts() []Rule {
 	}
 	var rules []Rule
 	rules = append(rules, pair("OutboxOutOfOrderEvents", "5m",
-		worst("outbox_out_of_order_events"+b.selector())+" > 0",
+		worst(vocab.OutboxOutOfOrder+b.selector())+" > 0",
 		"Outbox events were overtaken by a later event of their aggregate.",
 		"Outbox {{ $labels.outbox }} holds {{ $value }} unpublished events whose aggregate already has a later event published: consumers got the successor first.",
 		" It has lasted 30 minutes.")...)
 	rules = append(rules, pair("OutboxPublishedWithoutReceipt", "1m",
-		worst(fmt.Sprintf("increase(outbox_published_without_receipt_events_total%s[10m])", b.selector()))+" > 0",
+		worst(fmt.Sprintf("increase("+vocab.OutboxPublishedNoReceipt+"%s[10m])", b.selector()))+" > 0",
 		"Outbox events were marked published without a receipt.",
 		"{{ $value | humanize }} events of outbox {{ $labels.outbox }} were marked published in the last 10 minutes without the downstream's receipt: nothing shows the downstream got them.",
 		" It has gone on for 30 minutes.")...)
 	return append(rules, pair("OutboxAuditOrderInversions", "1m",
-		fmt.Sprintf("max by (%s) (increase(outbox_audit_order_inversions_total%s[10m])) > 0", b.by("outbox"), b.selector()),
+		fmt.Sprintf("max by (%s) (increase("+vocab.AuditOrderInversions+"%s[10m])) > 0", b.by(vocab.LabelOutbox), b.selector()),
 		"Consumers received events of an aggregate out of order.",
 		"The audit of outbox {{ $labels.outbox }} saw {{ $value | humanize }} records in the last 10 minutes arrive on their partition after a later record of their aggregate: consumers applied them out of order.",
 		" It has gone on for 30 minutes.")...)
@@ -270,7 +263,7 @@ func (b *builder) genericExporterAlerts() []Rule {
 	if b.sel == "" {
 		for i := range rules {
 			if rules[i].Alert == "OutboxExporterTargetDown" {
-				rules[i].Expr = "up == 0\nand on (job, instance)\nmax_over_time(outbox_exporter_build_info[1d])"
+				rules[i].Expr = "up == 0\nand on (job, instance)\nmax_over_time(" + vocab.ExporterBuildInfo + "[1d])"
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // LeaderlessMin is the least time a task may go without a leader before
@@ -27,12 +29,12 @@ func (b *builder) leaderAlerts() []Rule {
 	var rules []Rule
 	add := func(task string, wait time.Duration, what string) {
 		rules = append(rules, b.alert("OutboxTaskLeaderless", SeverityWarning,
-			fmt.Sprintf("max by (%s) (outbox_exporter_leader%s) == 0", b.by("task"), b.selector(eq("task", task))),
+			fmt.Sprintf("max by (%s) ("+vocab.ExporterLeader+"%s) == 0", b.by(vocab.LabelTask), b.selector(eq(vocab.LabelTask, task))),
 			model.Duration(wait).String(),
 			"No outbox_exporter replica leads a task that must run once.",
 			fmt.Sprintf("No replica has led {{ $labels.task }} for %s: %s. Every replica stands by: none can take the task's lease on the leader_election database, or they disagree on the configuration.",
 				model.Duration(wait), what),
-			map[string]string{"task": task}))
+			map[string]string{vocab.LabelTask: task}))
 	}
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {
 		add("reconcile/"+name, max(RunLimit(b.cfg.Reconcile[name].Schedule), LeaderlessMin),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // orderSustained is how long an order inversion or receipt-less publishes
@@ -19,7 +21,7 @@ func (b *builder) orderAlerts() []Rule {
 		var rules []Rule
 		if s.o.Aggregate != "" && s.o.Sequence != "" {
 			rules = append(rules, b.ticketThenPage(s.name, "OutboxOutOfOrderEvents", "5m",
-				fmt.Sprintf("max by (%s) (outbox_out_of_order_events%s) > 0", s.by, s.sel),
+				fmt.Sprintf("max by (%s) ("+vocab.OutboxOutOfOrder+"%s) > 0", s.by, s.sel),
 				"Outbox events were overtaken by a later event of their aggregate.",
 				"Outbox {{ $labels.outbox }}"+s.lt+" holds {{ $value }} unpublished events whose aggregate already has a later event published: consumers got the successor first.",
 				" It has lasted 30 minutes.")...)
@@ -28,7 +30,7 @@ func (b *builder) orderAlerts() []Rule {
 			return rules
 		}
 		return append(rules, b.ticketThenPage(s.name, "OutboxPublishedWithoutReceipt", "1m",
-			fmt.Sprintf("sum by (%s) (increase(outbox_published_without_receipt_events_total%s[10m])) > 0", s.by, s.sel),
+			fmt.Sprintf("sum by (%s) (increase("+vocab.OutboxPublishedNoReceipt+"%s[10m])) > 0", s.by, s.sel),
 			"Outbox events were marked published without a receipt.",
 			"{{ $value | humanize }} events of outbox {{ $labels.outbox }}"+s.lt+" were marked published in the last 10 minutes without the downstream's receipt: nothing shows the downstream got them.",
 			" It has gone on for 30 minutes.")...)
@@ -39,7 +41,7 @@ func (b *builder) orderAlerts() []Rule {
 			continue
 		}
 		rules = append(rules, b.ticketThenPage(name, "OutboxAuditOrderInversions", "1m",
-			fmt.Sprintf("max by (%s) (increase(outbox_audit_order_inversions_total%s[10m])) > 0", b.by("outbox"), b.selector(eq("outbox", name))),
+			fmt.Sprintf("max by (%s) (increase("+vocab.AuditOrderInversions+"%s[10m])) > 0", b.by(vocab.LabelOutbox), b.selector(eq(vocab.LabelOutbox, name))),
 			"Consumers received events of an aggregate out of order.",
 			"The audit of outbox {{ $labels.outbox }} saw {{ $value | humanize }} records in the last 10 minutes arrive on their partition after a later record of their aggregate: consumers applied them out of order.",
 			" It has gone on for 30 minutes.")...)

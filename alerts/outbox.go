@@ -79,8 +79,8 @@ func hasDead(o *config.Outbox) bool {
 // on the primary still look unpublished.
 func (b *builder) standbyLag(s outboxScope) Rule {
 	return b.alert("OutboxStandbyReplayLagEatsDeadline", SeverityWarning,
-		fmt.Sprintf("max by (%s) (outbox_database_replay_lag_seconds%s)\n> on (%s) group_right\n0.5 * min by (%s) (outbox_deadline_seconds%s)",
-			b.by(), b.selector(eq("database", s.o.Database)), b.by(), b.by("outbox"), s.sel),
+		fmt.Sprintf("max by (%s) ("+vocab.DatabaseReplayLag+"%s)\n> on (%s) group_right\n0.5 * min by (%s) ("+vocab.OutboxDeadline+"%s)",
+			b.by(), b.selector(eq(vocab.LabelDatabase, s.o.Database)), b.by(), b.by(vocab.LabelOutbox), s.sel),
 		"2m",
 		"The standby an outbox is read from lags behind by more than half its deadline.",
 		"Outbox {{ $labels.outbox }} is read from database "+s.o.Database+", a standby whose replay is {{ $value | humanizeDuration }} behind the primary: more than half the outbox's shortest deadline. Its ages and counts are that old; a missed deadline pages late.",

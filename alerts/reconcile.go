@@ -79,8 +79,8 @@ func (b *builder) reconcileGapAlerts() []Rule {
 // reconcileJobAlerts are the alerts on one job's runs, labelled with the
 // job so that two jobs' rules are told apart.
 func (b *builder) reconcileJobAlerts(name string, r *config.ReconcileJob) []Rule {
-	sel := b.selector(eq("reconcile", name))
-	by := b.by("reconcile")
+	sel := b.selector(eq(vocab.LabelReconcile, name))
+	by := b.by(vocab.LabelReconcile)
 	limit := int64(SuccessLimit(r.Schedule) / time.Second)
 	lookback := model.Duration(SuccessLimit(r.Schedule)).String()
 	own := map[string]string{"reconcile": name}
@@ -93,8 +93,8 @@ func (b *builder) reconcileJobAlerts(name string, r *config.ReconcileJob) []Rule
 	// lookback) gives the limit as its value. The earlier span is a whole
 	// lookback, not a moment, so that an exporter down at that moment
 	// does not hide the job.
-	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s])) > %[4]d\nor\n"+
-		"max by (%[1]s) (present_over_time(outbox_reconcile_running_seconds%[2]s[%[3]s] offset %[3]s)) * %[4]d\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time(outbox_reconcile_last_success_timestamp_seconds%[2]s[%[3]s]))",
+	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time("+vocab.ReconcileLastSuccess+"%[2]s[%[3]s])) > %[4]d\nor\n"+
+		"max by (%[1]s) (present_over_time("+vocab.ReconcileRunning+"%[2]s[%[3]s] offset %[3]s)) * %[4]d\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time("+vocab.ReconcileLastSuccess+"%[2]s[%[3]s]))",
 		by, sel, lookback, limit)
 	return []Rule{
 		b.alert("OutboxReconcileNotSucceeding", SeverityWarning, notSucceeding, "5m",
@@ -103,7 +103,7 @@ func (b *builder) reconcileJobAlerts(name string, r *config.ReconcileJob) []Rule
 				quoteSchedule(r.Schedule), model.Duration(RunLimit(r.Schedule))),
 			own),
 		b.alert("OutboxReconcileRunTooLong", SeverityWarning,
-			fmt.Sprintf("max by (%s) (outbox_reconcile_running_seconds%s) > %d", by, sel, int64(RunLimit(r.Schedule)/time.Second)),
+			fmt.Sprintf("max by (%s) ("+vocab.ReconcileRunning+"%s) > %d", by, sel, int64(RunLimit(r.Schedule)/time.Second)),
 			"5m",
 			"A reconcile run has been running longer than its schedule allows.",
 			fmt.Sprintf("The run of reconcile job {{ $labels.reconcile }} in progress has been running for {{ $value | humanizeDuration }}, more than the %s a run scheduled %s may take: it is stuck (a held lock, a slow target) and no run of the job ends meanwhile, the first one included.",

@@ -260,7 +260,7 @@ func (b *builder) perOutbox(rules func(s outboxScope) []Rule) []Rule {
 	var all []Rule
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Outboxes)) {
 		o := b.cfg.Outboxes[name]
-		all = append(all, rules(outboxScope{name: name, o: o, by: b.outboxBy(o), sel: b.selector(eq("outbox", name)), lt: labelText(o)})...)
+		all = append(all, rules(outboxScope{name: name, o: o, by: b.outboxBy(o), sel: b.selector(eq(vocab.LabelOutbox, name)), lt: labelText(o)})...)
 	}
 	return all
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // SLOWindows are the windows the publish-SLO error ratio is recorded over:
@@ -65,13 +66,13 @@ func (b *builder) sloRecords() []Rule {
 	if !b.anySLO() {
 		return nil
 	}
-	by := b.by("outbox")
+	by := b.by(vocab.LabelOutbox)
 	rules := []Rule{
-		{Record: PublishedRateRecord, Expr: fmt.Sprintf("sum by (%s) (rate(outbox_published_events_total%s[5m]))", by, b.selector())},
-		{Record: LateRateRecord, Expr: fmt.Sprintf("sum by (%s) (rate(outbox_published_late_events_total%s[5m]))", by, b.selector())},
+		{Record: PublishedRateRecord, Expr: fmt.Sprintf("sum by (%s) (rate("+vocab.OutboxPublished+"%s[5m]))", by, b.selector())},
+		{Record: LateRateRecord, Expr: fmt.Sprintf("sum by (%s) (rate("+vocab.OutboxPublishedLate+"%s[5m]))", by, b.selector())},
 	}
 	for _, w := range SLOWindows {
-		expr := fmt.Sprintf("sum by (%s) (rate(outbox_published_late_events_total%s[%s]))\n/\nsum by (%s) (rate(outbox_published_events_total%s[%s]))",
+		expr := fmt.Sprintf("sum by (%s) (rate("+vocab.OutboxPublishedLate+"%s[%s]))\n/\nsum by (%s) (rate("+vocab.OutboxPublished+"%s[%s]))",
 			by, b.selector(), w, by, b.selector(), w)
 		if w == BudgetWindow {
 			// Sums of equally spaced 5-minute rates are proportional to
@@ -127,9 +128,9 @@ func (b *builder) sloAlerts() []Rule {
 // one label set are taken as their largest over the replicas (by) before
 // the label sets are added up.
 func (b *builder) burnExpr(outbox string, o *config.Outbox, obj string, c burn) string {
-	m := "{" + eq("outbox", outbox) + "}"
+	m := "{" + eq(vocab.LabelOutbox, outbox) + "}"
 	f := strconv.FormatFloat(c.factor, 'f', -1, 64)
-	return fmt.Sprintf("%s%s > (%s * (1 - %s))\nand\n%s%s > (%s * (1 - %s))\nand on (%s)\nsum by (%s) (max by (%s) (increase(outbox_published_late_events_total%s[%s]))) >= %d",
+	return fmt.Sprintf("%s%s > (%s * (1 - %s))\nand\n%s%s > (%s * (1 - %s))\nand on (%s)\nsum by (%s) (max by (%s) (increase("+vocab.OutboxPublishedLate+"%s[%s]))) >= %d",
 		ErrorRatioRecord(c.long), m, f, obj, ErrorRatioRecord(c.short), m, f, obj,
-		b.by("outbox"), b.by("outbox"), b.outboxBy(o), b.selector(eq("outbox", outbox)), c.long, MinLateEvents)
+		b.by(vocab.LabelOutbox), b.by(vocab.LabelOutbox), b.outboxBy(o), b.selector(eq(vocab.LabelOutbox, outbox)), c.long, MinLateEvents)
 }

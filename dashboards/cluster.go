@@ -8,6 +8,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // clusterLabel is the configured alerting.cluster_label, "" for none.
@@ -19,7 +20,7 @@ func clusterLabel(cfg *config.Config) string {
 // a global datasource (Thanos, Mimir) holds.
 func clusterVariable(cfg *config.Config) *dashboard.QueryVariableBuilder {
 	label := clusterLabel(cfg)
-	q := "label_values(outbox_exporter_build_info" + buildInfoSelector(cfg, label) + ", " + label + ")"
+	q := "label_values(" + vocab.ExporterBuildInfo + buildInfoSelector(cfg, label) + ", " + label + ")"
 	return queryVariable(label, "Cluster", q, ".+")
 }
 

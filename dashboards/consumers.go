@@ -6,6 +6,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // ConsumersUID is the fixed uid of the consumers dashboard.
@@ -22,23 +23,23 @@ func Consumers(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(dashedQuery(graph("Lag in seconds vs deadline",
 			"Age of the oldest record each group has not consumed (solid), 0 when caught up, against the group's lag deadline (dashed red). Solid above dashed pages: OutboxConsumerLagAboveDeadline.",
 			"s",
-			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_consumer_lag_seconds%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
-			target{fmt.Sprintf("max by (cluster, group) (outbox_consumer_deadline_seconds%s)", groupSel()), "{{cluster}} {{group}} deadline"},
+			target{fmt.Sprintf("max by (cluster, group, topic) ("+vocab.ConsumerLagSeconds+"%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
+			target{fmt.Sprintf("max by (cluster, group) ("+vocab.ConsumerDeadline+"%s)", groupSel()), "{{cluster}} {{group}} deadline"},
 		), "B")).
 		WithPanel(graph("Lag in records",
 			"Records between each group's committed offset and the high watermark, summed over partitions.",
 			"short",
-			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_consumer_lag_messages%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
+			target{fmt.Sprintf("max by (cluster, group, topic) ("+vocab.ConsumerLagMessages+"%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
 		)).
 		WithPanel(graph("Group members",
 			"Members of each consumer group. Zero members with a growing lag: nobody consumes.",
 			"short",
-			target{fmt.Sprintf("max by (cluster, group) (outbox_consumer_group_members%s)", groupSel()), "{{cluster}} {{group}}"},
+			target{fmt.Sprintf("max by (cluster, group) ("+vocab.ConsumerGroupMembers+"%s)", groupSel()), "{{cluster}} {{group}}"},
 		)).
 		WithPanel(graph("Partitions without a commit",
 			"Partitions each group has members for, or added after its commits, with no committed offset: their lag is unknown. Lasting past the deadline warns: OutboxConsumerUncommittedPartitions.",
 			"short",
-			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_consumer_uncommitted_partitions%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
+			target{fmt.Sprintf("max by (cluster, group, topic) ("+vocab.ConsumerUncommitted+"%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
 		))
 	if watchesShareGroups(cfg) {
 		b = shareGroupRow(b)
@@ -64,17 +65,17 @@ func shareGroupRow(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
 		WithPanel(dashedQuery(graph("Share group lag in seconds vs deadline",
 			"Age of the record at each share group's start offset (an upper bound of its oldest unacknowledged record's), 0 when caught up, against the group's deadline (dashed red). Solid above dashed pages: OutboxShareGroupLagAboveDeadline.",
 			"s",
-			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_share_group_lag_seconds%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
-			target{fmt.Sprintf("max by (cluster, group) (outbox_consumer_deadline_seconds%s) and on (cluster, group) max by (cluster, group) (outbox_share_group_info%s)", groupSel(), groupSel()), "{{cluster}} {{group}} deadline"},
+			target{fmt.Sprintf("max by (cluster, group, topic) ("+vocab.ShareGroupLagSeconds+"%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
+			target{fmt.Sprintf("max by (cluster, group) ("+vocab.ConsumerDeadline+"%s) and on (cluster, group) max by (cluster, group) ("+vocab.ShareGroupInfo+"%s)", groupSel(), groupSel()), "{{cluster}} {{group}} deadline"},
 		), "B")).
 		WithPanel(graph("Share group lag in records",
 			"Records each share group has not acknowledged, as kafka-share-groups --describe counts its LAG, summed over partitions.",
 			"short",
-			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_share_group_lag_messages%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
+			target{fmt.Sprintf("max by (cluster, group, topic) ("+vocab.ShareGroupLagMessages+"%s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
 		)).
 		WithPanel(graph("Share group members",
 			"Members of each share group.",
 			"short",
-			target{fmt.Sprintf("max by (cluster, group) (outbox_share_group_members%s)", groupSel()), "{{cluster}} {{group}}"},
+			target{fmt.Sprintf("max by (cluster, group) ("+vocab.ShareGroupMembers+"%s)", groupSel()), "{{cluster}} {{group}}"},
 		))
 }

@@ -26,7 +26,7 @@ func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(graph("Collector duration",
 			"Length of the last collection of each collector and target. Near the scrape timeout, collections start to fail.",
 			"s",
-			target{fmt.Sprintf("max by (instance, collector, target) (outbox_exporter_collector_duration_seconds%s)", sel()), "{{instance}} {{collector}} {{target}}"},
+			target{fmt.Sprintf("max by (instance, collector, target) ("+vocab.CollectorDuration+"%s)", sel()), "{{instance}} {{collector}} {{target}}"},
 		)).
 		WithRow(dashboard.NewRowBuilder("Process")).
 		WithPanel(graph("Scrape up",
@@ -37,7 +37,7 @@ func Exporter(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(graph("Config reload successful",
 			"1 if the last load or reload of the config worked. After a failed reload the exporter keeps running the previous config.",
 			"bool",
-			target{fmt.Sprintf("max by (instance) (outbox_exporter_config_last_reload_successful%s)", sel()), "{{instance}}"},
+			target{fmt.Sprintf("max by (instance) ("+vocab.ConfigReloadSuccessful+"%s)", sel()), "{{instance}}"},
 		).Min(0).Max(1))
 	if cfg.LeaderElection != nil {
 		b = leadership(b)
@@ -54,6 +54,6 @@ func leadership(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
 		WithPanel(graph("Who leads",
 			"1 on the replica that leads each task (a reconcile job's runs, an audit's reading of the topics), 0 on the replicas that stand by. A handover shows as one line falling and another rising after it.",
 			"bool",
-			target{fmt.Sprintf("max by (instance, task) (outbox_exporter_leader%s)", sel()), "{{task}} on {{instance}}"},
+			target{fmt.Sprintf("max by (instance, task) ("+vocab.ExporterLeader+"%s)", sel()), "{{task}} on {{instance}}"},
 		).Min(0).Max(1).Span(24))
 }

@@ -56,7 +56,7 @@ func newDashboard(cfg *config.Config, uid, title, description string) *dashboard
 // ("Job", "Instance"), as dashboard-linter's template-job-rule and
 // template-instance-rule want.
 func labelVariable(cfg *config.Config, label string) *dashboard.QueryVariableBuilder {
-	q := "label_values(outbox_exporter_build_info" + buildInfoSelector(cfg, label) + ", " + label + ")"
+	q := "label_values(" + vocab.ExporterBuildInfo + buildInfoSelector(cfg, label) + ", " + label + ")"
 	return queryVariable(label, strings.ToUpper(label[:1])+label[1:], q, ".+")
 }
 
@@ -112,7 +112,7 @@ func filterVariable(label, metric string) *dashboard.QueryVariableBuilder {
 // outboxVariables are the filter variables of the outbox and of the
 // outboxes' label columns (event type, destination...).
 func outboxVariables(d *dashboard.DashboardBuilder, cfg *config.Config) {
-	d.WithVariable(filterVariable("outbox", "outbox_oldest_pending_age_seconds"))
+	d.WithVariable(filterVariable(vocab.LabelOutbox, vocab.OutboxOldestPendingAge))
 	for _, l := range outboxLabels(cfg) {
 		d.WithVariable(filterVariable(l, vocab.OutboxOldestPendingAge))
 	}
@@ -136,7 +136,7 @@ func groupSel(extra ...string) string {
 
 // groupVariable filters consumer groups.
 func groupVariable() *dashboard.QueryVariableBuilder {
-	return filterVariable("group", "outbox_consumer_group_members")
+	return filterVariable(vocab.LabelGroup, vocab.ConsumerGroupMembers)
 }
 
 // recordSel is the selector of a recording rule's series, which keep job

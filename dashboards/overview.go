@@ -45,30 +45,30 @@ func Overview(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(graph("Events past their deadline",
 			"Unpublished rows older than their deadline. Anything above zero is an event whose consumers are already late.",
 			"short",
-			target{fmt.Sprintf("max by (%s) (outbox_past_deadline_events%s)", by, osel), lg},
+			target{fmt.Sprintf("max by (%s) ("+vocab.OutboxPastDeadline+"%s)", by, osel), lg},
 		)).
 		WithRow(dashboard.NewRowBuilder("Where events are stuck")).
 		WithPanel(stacked(graph("Events by state",
 			"Unpublished and dead rows of each outbox by state, all label values added up, stacked: pending (never claimed), in_flight (claimed, lease live), lease_expired (claimed by a relay that died or hung), dead (abandoned).",
 			"short",
-			target{fmt.Sprintf("sum by (outbox, state) (max by (%s, state) (outbox_events%s))", by, osel), "{{outbox}} {{state}}"},
+			target{fmt.Sprintf("sum by (outbox, state) (max by (%s, state) ("+vocab.OutboxEvents+"%s))", by, osel), "{{outbox}} {{state}}"},
 		))).
 		WithPanel(graph("Retried and unknown-result events",
 			"Unpublished rows with at least one publish attempt, and rows whose publish result is unknown: the broker may already hold them, so a retry may duplicate them.",
 			"short",
-			target{fmt.Sprintf("max by (%s) (outbox_retried_events%s)", by, osel), lg + " retried"},
-			target{fmt.Sprintf("max by (%s) (outbox_unknown_result_events%s)", by, osel), lg + " unknown result"},
+			target{fmt.Sprintf("max by (%s) ("+vocab.OutboxRetried+"%s)", by, osel), lg + " retried"},
+			target{fmt.Sprintf("max by (%s) ("+vocab.OutboxUnknownResult+"%s)", by, osel), lg + " unknown result"},
 		)).
 		WithPanel(graph("Lease expiries per minute",
 			"Distinct (row, lease) expiries observed per minute. A steady stream means relays die, hang or overrun their lease while publishing.",
 			"short",
-			target{fmt.Sprintf("max by (outbox) (rate(outbox_lease_expirations_total%s[%s])) * 60", sel(`outbox=~"$outbox"`), RateInterval), "{{outbox}}"},
+			target{fmt.Sprintf("max by (outbox) (rate("+vocab.OutboxLeaseExpirations+"%s[%s])) * 60", sel(`outbox=~"$outbox"`), RateInterval), "{{outbox}}"},
 		)).
 		WithRow(dashboard.NewRowBuilder("Publishing")).
 		WithPanel(graph("Publish rate",
 			"Rows seen becoming published per second.",
 			"ops",
-			target{fmt.Sprintf("max by (%s) (rate(outbox_published_events_total%s[%s]))", by, osel, RateInterval), lg},
+			target{fmt.Sprintf("max by (%s) (rate("+vocab.OutboxPublished+"%s[%s]))", by, osel, RateInterval), lg},
 		)).
 		WithPanel(graph("Publish latency quantiles",
 			"published_at - created_at of the rows seen becoming published: median, 90th and 99th percentile.",
@@ -93,7 +93,7 @@ func sloRow(d *dashboard.DashboardBuilder, cfg *config.Config, by, osel string) 
 			WithPanel(graph("Share published within deadline",
 				"Of the rows seen becoming published, the share published before their deadline, over all label values (the max over replicas of each, added up). The objective of each outbox is in its config (slo_objective, default 99.9%) and in outbox_slo_objective.",
 				"percentunit",
-				target{fmt.Sprintf("1 - (\n  sum by (outbox) (max by (%[1]s) (rate(outbox_published_late_events_total%[2]s[%[3]s])))\n/\n  sum by (outbox) (max by (%[1]s) (rate(outbox_published_events_total%[2]s[%[3]s])))\n)", by, osel, RateInterval), "{{outbox}}"},
+				target{fmt.Sprintf("1 - (\n  sum by (outbox) (max by (%[1]s) (rate("+vocab.OutboxPublishedLate+"%[2]s[%[3]s])))\n/\n  sum by (outbox) (max by (%[1]s) (rate("+vocab.OutboxPublished+"%[2]s[%[3]s])))\n)", by, osel, RateInterval), "{{outbox}}"},
 			).Max(1)).
 			WithPanel(graph("Error budget left (30 days)",
 				"Share of the 30-day error budget not yet spent: 1 - (late share over 30 days) / (1 - objective). Below zero the objective is missed. Needs the generated recording rules, kept for 30 days: with less retention the share counts over what is kept.",
@@ -135,7 +135,7 @@ func sloTargets(cfg *config.Config) []target {
 		if o.PublishedAt != "" {
 			return []target{{
 				fmt.Sprintf("1 - (\n  max by (outbox) (%s%s)\n/ on (outbox)\n  (1 - max by (outbox) (%s%s))\n)",
-					alerts.ErrorRatioRecord("30d"), recordSel(`outbox=~"$outbox"`), alerts.SLOObjectiveMetric, sel(`outbox=~"$outbox"`)),
+					alerts.ErrorRatioRecord("30d"), recordSel(`outbox=~"$outbox"`), vocab.SLOObjective, sel(`outbox=~"$outbox"`)),
 				"{{outbox}}",
 			}}
 		}

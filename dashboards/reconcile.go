@@ -6,6 +6,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // ReconcileUID is the fixed uid of the reconcile dashboard.
@@ -20,23 +21,23 @@ func Reconcile(cfg *config.Config) (dashboard.Dashboard, error) {
 		WithPanel(stacked(graph("Gaps by kind",
 			"Gaps found by the last completed run: missing_outbox (a committed row with no outbox event: lost, pages), missing_target, stale_target, orphan_target, duplicate_target (one key twice in the target).",
 			"short",
-			target{fmt.Sprintf("max by (reconcile, kind) (outbox_reconcile_gaps%s)", sel()), "{{reconcile}} {{kind}}"},
+			target{fmt.Sprintf("max by (reconcile, kind) ("+vocab.ReconcileGaps+"%s)", sel()), "{{reconcile}} {{kind}}"},
 		))).
 		WithPanel(graph("Rows checked",
 			"Authority rows judged by the last completed run.",
 			"short",
-			target{fmt.Sprintf("max by (reconcile) (outbox_reconcile_rows_checked%s)", sel()), "{{reconcile}}"},
+			target{fmt.Sprintf("max by (reconcile) ("+vocab.ReconcileRowsChecked+"%s)", sel()), "{{reconcile}}"},
 		)).
 		WithRow(dashboard.NewRowBuilder("Runs")).
 		WithPanel(graph("Time since last successful run",
 			"Seconds since the last successful run of each job. It should saw-tooth below the schedule's interval; OutboxReconcileNotSucceeding fires past three intervals.",
 			"s",
-			target{fmt.Sprintf("time() - max by (reconcile) (outbox_reconcile_last_success_timestamp_seconds%s)", sel()), "{{reconcile}}"},
+			target{fmt.Sprintf("time() - max by (reconcile) ("+vocab.ReconcileLastSuccess+"%s)", sel()), "{{reconcile}}"},
 		)).
 		WithPanel(graph("Run duration",
 			"Length of the last run of each job.",
 			"s",
-			target{fmt.Sprintf("max by (reconcile) (outbox_reconcile_duration_seconds%s)", sel()), "{{reconcile}}"},
+			target{fmt.Sprintf("max by (reconcile) ("+vocab.ReconcileDuration+"%s)", sel()), "{{reconcile}}"},
 		)).
 		Build())
 }

@@ -31,7 +31,7 @@ func whereRow(d *dashboard.DashboardBuilder, cfg *config.Config) {
 		d.WithPanel(graph("Consumer lag ÷ deadline",
 			"Age of the oldest record each consumer group has not consumed, divided by the group's lag deadline. Above 1 (the red line) the group is late: OutboxConsumerLagAboveDeadline pages.",
 			"short",
-			target{fmt.Sprintf("max by (cluster, group, topic) (outbox_consumer_lag_seconds%[1]s)\n/ on (cluster, group) group_left ()\nmax by (cluster, group) (outbox_consumer_deadline_seconds%[1]s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
+			target{fmt.Sprintf("max by (cluster, group, topic) ("+vocab.ConsumerLagSeconds+"%[1]s)\n/ on (cluster, group) group_left ()\nmax by (cluster, group) ("+vocab.ConsumerDeadline+"%[1]s)", groupSel()), "{{cluster}} {{group}} {{topic}}"},
 		).Span(24).Thresholds(deadlineThresholds()).
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)))
 	}

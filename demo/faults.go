@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // FaultKind names one scripted failure of the pipeline.
@@ -77,28 +79,33 @@ type FaultRecord struct {
 func (k FaultKind) Metrics() []string {
 	switch k {
 	case FaultRelayCrash:
-		return []string{`outbox_events{state="lease_expired"}`, "outbox_lease_expirations_total", "outbox_unknown_result_events", "outbox_past_deadline_events"}
+		return []string{series(vocab.OutboxEvents, vocab.LabelState, vocab.StateLeaseExpired), vocab.OutboxLeaseExpirations, vocab.OutboxUnknownResult, vocab.OutboxPastDeadline}
 	case FaultAckLost:
-		return []string{"outbox_unknown_result_events", "outbox_retried_events", "outbox_audit_unmarked_in_broker_events", "outbox_audit_duplicates_total", "outbox_past_deadline_events"}
+		return []string{vocab.OutboxUnknownResult, vocab.OutboxRetried, vocab.AuditUnmarkedInBroker, vocab.AuditDuplicates, vocab.OutboxPastDeadline}
 	case FaultMarkBeforeSend:
 		// stale_target instead when the lost event was an edit: the index
 		// keeps the previous version.
-		return []string{"outbox_audit_missing_in_broker_events", `outbox_reconcile_gaps{kind="missing_target"} (stale_target for an edit)`,
-			"outbox_published_without_receipt_events_total"}
+		return []string{vocab.AuditMissingInBroker, series(vocab.ReconcileGaps, vocab.LabelKind, vocab.GapMissingTarget) + " (" + vocab.GapStaleTarget + " for an edit)",
+			vocab.OutboxPublishedNoReceipt}
 	case FaultConsumerStall:
-		return []string{`outbox_consumer_lag_seconds{group="notify"}`, `outbox_consumer_lag_messages{group="notify"}`}
+		return []string{series(vocab.ConsumerLagSeconds, vocab.LabelGroup, "notify"), series(vocab.ConsumerLagMessages, vocab.LabelGroup, "notify")}
 	case FaultIndexRowLost:
-		return []string{`outbox_reconcile_gaps{kind="missing_target"}`}
+		return []string{series(vocab.ReconcileGaps, vocab.LabelKind, vocab.GapMissingTarget)}
 	case FaultMissingOutbox:
-		return []string{`outbox_reconcile_gaps{kind="missing_outbox"}`}
+		return []string{series(vocab.ReconcileGaps, vocab.LabelKind, vocab.GapMissingOutbox)}
 	case FaultRollbackAfterPublish:
-		return []string{`outbox_reconcile_gaps{kind="orphan_target"}`}
+		return []string{series(vocab.ReconcileGaps, vocab.LabelKind, vocab.GapOrphanTarget)}
 	case FaultOrderOvertaken:
-		return []string{"outbox_out_of_order_events", "outbox_audit_order_inversions_total", "/api/v1/stuck (out_of_order)"}
+		return []string{vocab.OutboxOutOfOrder, vocab.AuditOrderInversions, "/api/v1/stuck (out_of_order)"}
 	case FaultMarkedByHand:
-		return []string{"outbox_published_without_receipt_events_total"}
+		return []string{vocab.OutboxPublishedNoReceipt}
 	}
 	return nil
+}
+
+// series writes the selector of metric's series with label equal to value.
+func series(metric, label, value string) string {
+	return metric + "{" + label + `="` + value + `"}`
 }
 
 // describe tells a newcomer in plain words what the fault did and what to

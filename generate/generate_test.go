@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/dashboards"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/ from deploy/example.yml")
@@ -510,7 +511,7 @@ func TestRuleExpressions(t *testing.T) {
 	}
 	// The golden /metrics comes from a config without a cdc section; the
 	// slot's metrics are checked by collectors/cdc's own tests.
-	for _, n := range []string{"outbox_cdc_slot_lag_seconds", "outbox_cdc_deadline_seconds", "outbox_cdc_slot_active", "outbox_cdc_slot_wal_status", "outbox_cdc_slot_missing"} {
+	for _, n := range []string{vocab.CDCSlotLagSeconds, vocab.CDCDeadline, vocab.CDCSlotActive, vocab.CDCSlotWALStatus, vocab.CDCSlotMissing} {
 		known.names[n] = true
 	}
 	for name, expr := range exprs {

@@ -7,24 +7,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var (
-	gapsDesc = prometheus.NewDesc("outbox_reconcile_gaps",
+	gapsDesc = prometheus.NewDesc(vocab.ReconcileGaps,
 		"Gaps found by the last completed reconcile run, by kind: missing_outbox (committed row without outbox row), missing_target (published event not in the target), stale_target (target behind the authority), orphan_target (target row the authority lacks or is behind), duplicate_target (a key the target holds more than once).",
-		[]string{"reconcile", "kind"}, nil)
-	rowsCheckedDesc = prometheus.NewDesc("outbox_reconcile_rows_checked",
+		[]string{vocab.LabelReconcile, vocab.LabelKind}, nil)
+	rowsCheckedDesc = prometheus.NewDesc(vocab.ReconcileRowsChecked,
 		"Authority rows judged by the last completed reconcile run.",
-		[]string{"reconcile"}, nil)
-	lastSuccessDesc = prometheus.NewDesc("outbox_reconcile_last_success_timestamp_seconds",
+		[]string{vocab.LabelReconcile}, nil)
+	lastSuccessDesc = prometheus.NewDesc(vocab.ReconcileLastSuccess,
 		"Unix time at which the last successful reconcile run ended.",
-		[]string{"reconcile"}, nil)
-	runDurationDesc = prometheus.NewDesc("outbox_reconcile_duration_seconds",
+		[]string{vocab.LabelReconcile}, nil)
+	runDurationDesc = prometheus.NewDesc(vocab.ReconcileDuration,
 		"Length of the last reconcile run, completed or failed.",
-		[]string{"reconcile"}, nil)
-	runningDesc = prometheus.NewDesc("outbox_reconcile_running_seconds",
+		[]string{vocab.LabelReconcile}, nil)
+	runningDesc = prometheus.NewDesc(vocab.ReconcileRunning,
 		"How long the reconcile run in progress has been running; 0 when none is.",
-		[]string{"reconcile"}, nil)
+		[]string{vocab.LabelReconcile}, nil)
 )
 
 // Collector exports one job's reconcile metrics from the Scheduler's

@@ -274,13 +274,13 @@ func (s *Server) outboxViews(r *http.Request, snap *Snapshot, collectorOK map[st
 func (s *Server) groupViews(snap *Snapshot, collectorOK map[string]bool, now time.Time) []groupView {
 	var out []groupView
 	// Indexed once: a Max per group over every lag sample is groups².
-	lagSec := snap.MaxBy("outbox_consumer_lag_seconds", "cluster", "group")
-	lagMsg := snap.SumBy("outbox_consumer_lag_messages", "cluster", "group")
-	members := snap.MaxBy("outbox_consumer_group_members", "cluster", "group")
-	uncommitted := snap.SumBy("outbox_consumer_uncommitted_partitions", "cluster", "group")
+	lagSec := snap.MaxBy(vocab.ConsumerLagSeconds, vocab.LabelCluster, vocab.LabelGroup)
+	lagMsg := snap.SumBy(vocab.ConsumerLagMessages, vocab.LabelCluster, vocab.LabelGroup)
+	members := snap.MaxBy(vocab.ConsumerGroupMembers, vocab.LabelCluster, vocab.LabelGroup)
+	uncommitted := snap.SumBy(vocab.ConsumerUncommitted, vocab.LabelCluster, vocab.LabelGroup)
 	shares := shareGroupSet(snap)
-	for _, smp := range snap.Metrics["outbox_consumer_deadline_seconds"] {
-		c, g := smp.Labels["cluster"], smp.Labels["group"]
+	for _, smp := range snap.Metrics[vocab.ConsumerDeadline] {
+		c, g := smp.Labels[vocab.LabelCluster], smp.Labels[vocab.LabelGroup]
 		k := [2]string{c, g}
 		if shares[k] {
 			continue
@@ -324,7 +324,7 @@ func groupStatus(gv groupView, collectorOK bool) Status {
 // reconcileViews shows each reconcile job's last run and its gaps.
 func (s *Server) reconcileViews(snap *Snapshot, collectorOK map[string]bool, now time.Time) []reconcileView {
 	var out []reconcileView
-	for _, job := range snap.Values(vocab.ReconcileRowsChecked, "reconcile") {
+	for _, job := range snap.Values(vocab.ReconcileRowsChecked, vocab.LabelReconcile) {
 		m := map[string]string{"reconcile": job}
 		rv := reconcileView{Job: job, Status: OK}
 		rv.Rows, _ = snap.Max(vocab.ReconcileRowsChecked, m)
@@ -354,7 +354,7 @@ func (s *Server) reconcileViews(snap *Snapshot, collectorOK map[string]bool, now
 // auditViews shows each publish audit's findings.
 func auditViews(snap *Snapshot, collectorOK map[string]bool) []auditView {
 	var out []auditView
-	for _, o := range snap.Values(vocab.AuditChecked, "outbox") {
+	for _, o := range snap.Values(vocab.AuditChecked, vocab.LabelOutbox) {
 		m := map[string]string{"outbox": o}
 		av := auditView{Outbox: o, Status: OK}
 		av.Missing = snap.Sum(vocab.AuditMissingInBroker, m)
@@ -397,7 +397,7 @@ func versionString() string {
 // outboxNames lists the outboxes the last collection reported on, with a
 // deadline series or at least a collector result.
 func outboxNames(snap *Snapshot) []string {
-	names := snap.Values(vocab.OutboxDeadline, "outbox")
+	names := snap.Values(vocab.OutboxDeadline, vocab.LabelOutbox)
 	seen := map[string]bool{}
 	for _, n := range names {
 		seen[n] = true

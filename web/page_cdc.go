@@ -1,16 +1,6 @@
 package web
 
-// Metric names of the change data capture collector (collectors/cdc),
-// read by the page's CDC section.
-const (
-	cdcDeadline   = "outbox_cdc_deadline_seconds"
-	cdcLagSeconds = "outbox_cdc_slot_lag_seconds"
-	cdcLagBytes   = "outbox_cdc_slot_lag_bytes"
-	cdcLowerBound = "outbox_cdc_slot_lag_lower_bound"
-	cdcActive     = "outbox_cdc_slot_active"
-	cdcWALStatus  = "outbox_cdc_slot_wal_status"
-	cdcMissing    = "outbox_cdc_slot_missing"
-)
+import "github.com/outbox-exporter/outbox_exporter/internal/vocab"
 
 // cdcView is one replication slot publishing an outbox, as the page shows
 // it.
@@ -33,27 +23,27 @@ type cdcView struct {
 // connector not holding the slot, WAL about to go or gone, a slot gone.
 func cdcViews(snap *Snapshot) []cdcView {
 	var out []cdcView
-	for _, name := range snap.Values(cdcDeadline, "cdc") {
-		m := map[string]string{"cdc": name}
+	for _, name := range snap.Values(vocab.CDCDeadline, vocab.LabelCDC) {
+		m := map[string]string{vocab.LabelCDC: name}
 		v := cdcView{CDC: name, Status: Unknown}
-		v.Deadline, _ = snap.Max(cdcDeadline, m)
-		if missing, _ := snap.Max(cdcMissing, m); missing == 1 {
+		v.Deadline, _ = snap.Max(vocab.CDCDeadline, m)
+		if missing, _ := snap.Max(vocab.CDCSlotMissing, m); missing == 1 {
 			v.Missing, v.Status = true, Crit
 			out = append(out, v)
 			continue
 		}
-		lag, ok := snap.Max(cdcLagSeconds, m)
+		lag, ok := snap.Max(vocab.CDCSlotLagSeconds, m)
 		if !ok {
 			// The collection failed: nothing is known of the slot.
 			out = append(out, v)
 			continue
 		}
 		v.Known, v.LagSeconds = true, lag
-		v.LagBytes, _ = snap.Max(cdcLagBytes, m)
-		lb, _ := snap.Max(cdcLowerBound, m)
-		active, _ := snap.Max(cdcActive, m)
+		v.LagBytes, _ = snap.Max(vocab.CDCSlotLagBytes, m)
+		lb, _ := snap.Max(vocab.CDCSlotLagLowerBound, m)
+		active, _ := snap.Max(vocab.CDCSlotActive, m)
 		v.LowerBound, v.Active = lb == 1, active == 1
-		for _, smp := range snap.Get(cdcWALStatus, m) {
+		for _, smp := range snap.Get(vocab.CDCSlotWALStatus, m) {
 			if smp.Value == 1 {
 				v.WALStatus = smp.Labels["status"]
 			}

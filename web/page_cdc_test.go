@@ -3,6 +3,8 @@ package web
 import (
 	"strings"
 	"testing"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // The page's CDC section judges each slot: lag against its deadline, a
@@ -20,7 +22,7 @@ func TestCDCSection(t *testing.T) {
 	names := []string{"fine", "late", "idle", "gone", "lost", "failed", "bound"}
 	snap := &Snapshot{Metrics: map[string][]Sample{}}
 	for _, n := range names {
-		snap.Metrics[cdcDeadline] = append(snap.Metrics[cdcDeadline], cdc(n, 60))
+		snap.Metrics[vocab.CDCDeadline] = append(snap.Metrics[vocab.CDCDeadline], cdc(n, 60))
 		if n == "failed" {
 			continue
 		}
@@ -28,7 +30,7 @@ func TestCDCSection(t *testing.T) {
 		if n == "gone" {
 			missing = 1
 		}
-		snap.Metrics[cdcMissing] = append(snap.Metrics[cdcMissing], cdc(n, missing))
+		snap.Metrics[vocab.CDCSlotMissing] = append(snap.Metrics[vocab.CDCSlotMissing], cdc(n, missing))
 		if n == "gone" {
 			continue
 		}
@@ -43,16 +45,16 @@ func TestCDCSection(t *testing.T) {
 		case "bound":
 			bound, lag = 1, 10
 		}
-		snap.Metrics[cdcLagSeconds] = append(snap.Metrics[cdcLagSeconds], cdc(n, lag))
-		snap.Metrics[cdcLagBytes] = append(snap.Metrics[cdcLagBytes], cdc(n, 4096))
-		snap.Metrics[cdcLowerBound] = append(snap.Metrics[cdcLowerBound], cdc(n, bound))
-		snap.Metrics[cdcActive] = append(snap.Metrics[cdcActive], cdc(n, active))
+		snap.Metrics[vocab.CDCSlotLagSeconds] = append(snap.Metrics[vocab.CDCSlotLagSeconds], cdc(n, lag))
+		snap.Metrics[vocab.CDCSlotLagBytes] = append(snap.Metrics[vocab.CDCSlotLagBytes], cdc(n, 4096))
+		snap.Metrics[vocab.CDCSlotLagLowerBound] = append(snap.Metrics[vocab.CDCSlotLagLowerBound], cdc(n, bound))
+		snap.Metrics[vocab.CDCSlotActive] = append(snap.Metrics[vocab.CDCSlotActive], cdc(n, active))
 		for _, s := range []string{"reserved", "extended", "unreserved", "lost"} {
 			v := 0.0
 			if s == status {
 				v = 1
 			}
-			snap.Metrics[cdcWALStatus] = append(snap.Metrics[cdcWALStatus], cdc(n, v, "status", s))
+			snap.Metrics[vocab.CDCSlotWALStatus] = append(snap.Metrics[vocab.CDCSlotWALStatus], cdc(n, v, "status", s))
 		}
 	}
 	views := cdcViews(snap)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 	"github.com/outbox-exporter/outbox_exporter/web/history"
 )
 
@@ -85,11 +86,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, runCtx: ctx,
 		rec: &recorder{history: history.New(historyWindow, historyStep, historySeries)}}
 	s.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "outbox_exporter_config_last_reload_successful",
+		Name: vocab.ConfigReloadSuccessful,
 		Help: "1 if the last load or reload of the configuration file worked; 0 means the exporter still runs the previous configuration.",
 	})
 	s.reloadTime = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "outbox_exporter_config_last_reload_success_timestamp_seconds",
+		Name: vocab.ConfigReloadSuccessTime,
 		Help: "When the configuration was last loaded successfully.",
 	})
 	s.staticCs = []prometheus.Collector{s.reloadOK, s.reloadTime,

@@ -1,6 +1,10 @@
 package web
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
+)
 
 // shareView is one share group (KIP-932) on the page: its lag, deadline,
 // members and the state the broker reports.
@@ -17,9 +21,9 @@ type shareView struct {
 // shareGroupSet is the (cluster, group) of every share group with series.
 func shareGroupSet(snap *Snapshot) map[[2]string]bool {
 	set := map[[2]string]bool{}
-	for _, name := range []string{"outbox_share_group_info", "outbox_share_group_lag_messages", "outbox_share_group_members"} {
+	for _, name := range []string{vocab.ShareGroupInfo, vocab.ShareGroupLagMessages, vocab.ShareGroupMembers} {
 		for _, smp := range snap.Metrics[name] {
-			set[[2]string{smp.Labels["cluster"], smp.Labels["group"]}] = true
+			set[[2]string{smp.Labels[vocab.LabelCluster], smp.Labels[vocab.LabelGroup]}] = true
 		}
 	}
 	return set
@@ -29,13 +33,13 @@ func shareGroupSet(snap *Snapshot) map[[2]string]bool {
 // at its start offset, an upper bound) against its deadline. A share
 // group without a lag series yet is unknown, not ok.
 func shareViews(snap *Snapshot, collectorOK map[string]bool) []shareView {
-	lagSec := snap.MaxBy("outbox_share_group_lag_seconds", "cluster", "group")
-	lagMsg := snap.SumBy("outbox_share_group_lag_messages", "cluster", "group")
-	members := snap.MaxBy("outbox_share_group_members", "cluster", "group")
-	deadline := snap.MaxBy("outbox_consumer_deadline_seconds", "cluster", "group")
+	lagSec := snap.MaxBy(vocab.ShareGroupLagSeconds, vocab.LabelCluster, vocab.LabelGroup)
+	lagMsg := snap.SumBy(vocab.ShareGroupLagMessages, vocab.LabelCluster, vocab.LabelGroup)
+	members := snap.MaxBy(vocab.ShareGroupMembers, vocab.LabelCluster, vocab.LabelGroup)
+	deadline := snap.MaxBy(vocab.ConsumerDeadline, vocab.LabelCluster, vocab.LabelGroup)
 	state := map[[2]string]string{}
-	for _, smp := range snap.Metrics["outbox_share_group_info"] {
-		state[[2]string{smp.Labels["cluster"], smp.Labels["group"]}] = smp.Labels["state"]
+	for _, smp := range snap.Metrics[vocab.ShareGroupInfo] {
+		state[[2]string{smp.Labels[vocab.LabelCluster], smp.Labels[vocab.LabelGroup]}] = smp.Labels["state"]
 	}
 	var out []shareView
 	for k := range shareGroupSet(snap) {

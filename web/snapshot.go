@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 	"github.com/outbox-exporter/outbox_exporter/web/history"
 )
 
@@ -151,20 +152,20 @@ func (r *recorder) record(at time.Time, mfs []*dto.MetricFamily) {
 	var pending, lag, deadline *dto.MetricFamily
 	for _, mf := range mfs {
 		switch mf.GetName() {
-		case "outbox_oldest_pending_age_seconds":
+		case vocab.OutboxOldestPendingAge:
 			pending = mf
-		case "outbox_consumer_lag_seconds":
+		case vocab.ConsumerLagSeconds:
 			lag = mf
-		case "outbox_consumer_deadline_seconds":
+		case vocab.ConsumerDeadline:
 			deadline = mf
 		}
 	}
-	for o, v := range maxByLabels(pending, "outbox", "") {
+	for o, v := range maxByLabels(pending, vocab.LabelOutbox, "") {
 		r.history.Add(outboxKey(o[0]), at, v)
 	}
-	lags := maxByLabels(lag, "cluster", "group")
+	lags := maxByLabels(lag, vocab.LabelCluster, vocab.LabelGroup)
 	for _, m := range deadline.GetMetric() {
-		c, g := labelValue(m, "cluster"), labelValue(m, "group")
+		c, g := labelValue(m, vocab.LabelCluster), labelValue(m, vocab.LabelGroup)
 		r.history.Add(groupKey(c, g), at, lags[[2]string{c, g}])
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 	"github.com/outbox-exporter/outbox_exporter/web"
 )
 
@@ -237,7 +238,7 @@ func (e *exporter) reload(group string) (string, error) {
 	if err := e.srv.Reload(); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("outbox_consumer_deadline_seconds{cluster=\"bench\",group=%q} %d\n", group, e.deadline*60), nil
+	return fmt.Sprintf(vocab.ConsumerDeadline+"{cluster=\"bench\",group=%q} %d\n", group, e.deadline*60), nil
 }
 
 func startExporter(ctx context.Context, addrs []string) (*exporter, error) {
@@ -283,7 +284,7 @@ func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) 
 		return d, 0, fmt.Errorf("scrape: status %d: %v", resp.StatusCode, err)
 	}
 	s := string(body)
-	if !strings.Contains(s, `outbox_exporter_collector_success{collector="kafka",target="bench"} 1`) {
+	if !strings.Contains(s, vocab.CollectorSuccess+`{collector="kafka",target="bench"} 1`) {
 		return d, 0, fmt.Errorf("scrape: the kafka collector did not succeed")
 	}
 	if want != "" && !strings.Contains(s, want) {

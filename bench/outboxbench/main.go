@@ -33,6 +33,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 const dbName = "outbox_bench"
@@ -259,7 +260,7 @@ func printResults(results []result, rows, runs, naiveRuns int) {
 
 // cappedDesc returns m's descriptor if m is outbox_events_capped.
 func cappedDesc(m prometheus.Metric) *prometheus.Desc {
-	if strings.Contains(m.Desc().String(), `fqName: "outbox_events_capped"`) {
+	if strings.Contains(m.Desc().String(), `fqName: "`+vocab.OutboxEventsCapped+`"`) {
 		return m.Desc()
 	}
 	return nil

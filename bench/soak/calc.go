@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Sample is one row of the soak table: the exporter (a child process)
@@ -87,7 +89,7 @@ func parseExposition(r io.Reader) (Exposition, error) {
 			e.Goroutines, seen = value, true
 		case "go_memstats_heap_inuse_bytes":
 			e.HeapInuse = value
-		case "outbox_exporter_collector_success":
+		case vocab.CollectorSuccess:
 			if value == 0 {
 				e.Failing++
 				e.FailingNames = append(e.FailingNames, labels)

@@ -5,37 +5,39 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var (
 	auditMissingDesc = prometheus.NewDesc(
-		"outbox_audit_missing_in_broker_events",
+		vocab.AuditMissingInBroker,
 		"Sampled outbox rows marked published longer than the grace ago whose event id is not on the audited topics: events silently lost. /api/v1/audit?outbox= lists the ids.",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 	auditUnmarkedDesc = prometheus.NewDesc(
-		"outbox_audit_unmarked_in_broker_events",
+		vocab.AuditUnmarkedInBroker,
 		"Sampled outbox rows still unpublished whose event id reached the topics more than the grace ago: the relay's acknowledgement was lost and a retry will publish a duplicate.",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 	auditDuplicatesDesc = prometheus.NewDesc(
-		"outbox_audit_duplicates_total",
+		vocab.AuditDuplicates,
 		"Extra copies of sampled event ids seen on the topics within the audit window, counted from the exporter's start (the window re-read at start is not counted again).",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 	auditCheckedDesc = prometheus.NewDesc(
-		"outbox_audit_checked_events_total",
+		vocab.AuditChecked,
 		"Sampled outbox rows compared with the topics, each counted once when it becomes older than the grace.",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 	auditDeadDesc = prometheus.NewDesc(
-		"outbox_audit_dead_in_broker_events",
+		vocab.AuditDeadInBroker,
 		"Sampled outbox rows given up as dead whose event id is on the audited topics anyway: consumers may have applied an event the outbox abandoned.",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 	auditWindowDesc = prometheus.NewDesc(
-		"outbox_audit_window_seconds",
+		vocab.AuditWindow,
 		"The window the last audit comparison judged: the configured window, or less where the topics' retained (not deleted or compacted) records or the tailer's reading reach back less far. Rows published before it are not judged.",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 	auditMalformedDesc = prometheus.NewDesc(
-		"outbox_audit_malformed_records_total",
+		vocab.AuditMalformedRecords,
 		"Records on the audited topics with no readable event id (no header, no key, bad JSON); they are skipped.",
-		[]string{"outbox"}, nil)
+		[]string{vocab.LabelOutbox}, nil)
 )
 
 // Collector exports one outbox's publish audit. The auditor tails the topics

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Order inversions as consumers saw them: the records of one aggregate
@@ -50,9 +51,9 @@ const MaxOrderAggregates = 1 << 20
 const MaxInversions = 100
 
 var auditInversionsDesc = prometheus.NewDesc(
-	"outbox_audit_order_inversions_total",
+	vocab.AuditOrderInversions,
 	"Records of one aggregate seen on a partition with a lower sequence after a higher one, counted from the exporter's start: a consumer applying them in arrival order applied an older event after a newer one. /api/v1/audit?outbox= lists the last ones.",
-	[]string{"outbox"}, nil)
+	[]string{vocab.LabelOutbox}, nil)
 
 // Inversion is one record that arrived after a higher sequence of its
 // aggregate on its partition.

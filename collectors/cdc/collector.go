@@ -12,36 +12,36 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var (
-	lagBytesDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_bytes",
+	lagBytesDesc = prometheus.NewDesc(vocab.CDCSlotLagBytes,
 		"WAL bytes between the server's current position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
-		[]string{"cdc"}, nil)
-	lagSecondsDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_seconds",
+		[]string{vocab.LabelCDC}, nil)
+	lagSecondsDesc = prometheus.NewDesc(vocab.CDCSlotLagSeconds,
 		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, never less than the truth and at most one collection interval more (after a start, the interval since the last checkpoint); 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
-		[]string{"cdc"}, nil)
-	lowerBoundDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_lag_lower_bound",
+		[]string{vocab.LabelCDC}, nil)
+	lowerBoundDesc = prometheus.NewDesc(vocab.CDCSlotLagLowerBound,
 		"1 when the slot's confirmed position is older than the exporter's WAL history (just after a start, or a slot very far behind): outbox_cdc_slot_lag_seconds is then only a lower bound.",
-		[]string{"cdc"}, nil)
-	activeDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_active",
+		[]string{vocab.LabelCDC}, nil)
+	activeDesc = prometheus.NewDesc(vocab.CDCSlotActive,
 		"1 while a connector holds the slot; 0 when nothing streams from it and changes pile up.",
-		[]string{"cdc"}, nil)
-	walStatusDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_wal_status",
+		[]string{vocab.LabelCDC}, nil)
+	walStatusDesc = prometheus.NewDesc(vocab.CDCSlotWALStatus,
 		"1 for the slot's wal_status: reserved, extended (past max_wal_size, still kept), unreserved (WAL may be removed at the next checkpoint) or lost (the WAL the slot needs is gone: the connector can never resume and the events in it are lost to it).",
-		[]string{"cdc", "status"}, nil)
-	safeWALDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_safe_wal_size_bytes",
+		[]string{vocab.LabelCDC, "status"}, nil)
+	safeWALDesc = prometheus.NewDesc(vocab.CDCSlotSafeWALSize,
 		"WAL bytes that can still be written before the slot is lost (pg_replication_slots.safe_wal_size); absent when max_slot_wal_keep_size is unlimited.",
-		[]string{"cdc"}, nil)
-	missingDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_slot_missing",
+		[]string{vocab.LabelCDC}, nil)
+	missingDesc = prometheus.NewDesc(vocab.CDCSlotMissing,
 		"1 when the configured replication slot does not exist on the database (dropped, or never created by the connector) or is not a logical slot: nothing confirms the outbox's events and its other cdc series are absent; 0 when the slot is there.",
-		[]string{"cdc"}, nil)
-	deadlineDesc = prometheus.NewDesc(collectors.Namespace+"_cdc_deadline_seconds",
+		[]string{vocab.LabelCDC}, nil)
+	deadlineDesc = prometheus.NewDesc(vocab.CDCDeadline,
 		"The configured deadline of the slot's lag in seconds.",
-		[]string{"cdc"}, nil)
+		[]string{vocab.LabelCDC}, nil)
 )
 
 // watched is one cdc entry of the configuration.

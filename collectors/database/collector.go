@@ -13,17 +13,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var (
-	inRecoveryDesc = prometheus.NewDesc(collectors.Namespace+"_database_in_recovery",
+	inRecoveryDesc = prometheus.NewDesc(vocab.DatabaseInRecovery,
 		"1 while the configured database is a hot standby in recovery: its outbox ages, counts and counters show the primary as of outbox_database_replay_lag_seconds ago.",
-		[]string{"database"}, nil)
-	replayLagDesc = prometheus.NewDesc(collectors.Namespace+"_database_replay_lag_seconds",
+		[]string{vocab.LabelDatabase}, nil)
+	replayLagDesc = prometheus.NewDesc(vocab.DatabaseReplayLag,
 		"How far a standby's replay is behind: now minus the commit time of the last transaction it replayed, while WAL it has received (or, without a WAL receiver, any WAL) waits to be replayed; 0 when it has replayed all it received, and 0 on a primary. An upper bound when the primary was idle before the waiting WAL.",
-		[]string{"database"}, nil)
+		[]string{vocab.LabelDatabase}, nil)
 )
 
 // Collector reads one configured database's recovery state.

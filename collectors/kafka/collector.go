@@ -12,48 +12,48 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var (
 	kafkaLagMessagesDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_lag_messages",
+		vocab.ConsumerLagMessages,
 		"Kafka's own LAG of the consumer group on the topic, as kafka-consumer-groups --describe reports it: high watermark minus committed offset, summed over partitions, transaction markers and aborted and deleted records included (a partition without a commit counts only with kafka.NAME.uncommitted: log_start, from the log start).",
-		[]string{"cluster", "group", "topic"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic}, nil)
 	kafkaLagSecondsDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_lag_seconds",
+		vocab.ConsumerLagSeconds,
 		"Age of the oldest record on the topic the consumer group has not consumed (now minus the timestamp of the record at the committed offset, largest over partitions); 0 when caught up.",
-		[]string{"cluster", "group", "topic"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic}, nil)
 	kafkaDeadlineDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_deadline_seconds",
+		vocab.ConsumerDeadline,
 		"Configured lag deadline of the consumer group: an event not consumed within it is late.",
-		[]string{"cluster", "group"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup}, nil)
 	kafkaMembersDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_group_members",
+		vocab.ConsumerGroupMembers,
 		"Members of the consumer group; 0 when nobody consumes.",
-		[]string{"cluster", "group"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup}, nil)
 	kafkaLostDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_retention_lost_messages",
+		vocab.ConsumerRetentionLost,
 		"Records deleted by retention before the group consumed them: log start offset minus committed offset, summed over partitions where positive. Part of outbox_consumer_lag_messages, not in addition to it.",
-		[]string{"cluster", "group", "topic"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic}, nil)
 	kafkaGroupInfoDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_group_info",
+		vocab.ConsumerGroupInfo,
 		"Constant 1: the consumer group's state as the broker reports it, and its protocol (classic or consumer, KIP-848).",
-		[]string{"cluster", "group", "state", "protocol"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelState, "protocol"}, nil)
 	kafkaUncommittedDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_uncommitted_partitions",
+		vocab.ConsumerUncommitted,
 		"Partitions of the topic the consumer group has no committed offset on, although it has members for the topic or committed to its other partitions (partitions added since): their lag is unknown, not 0, and a consumer with auto.offset.reset=latest skips what they hold.",
-		[]string{"cluster", "group", "topic"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic}, nil)
 	kafkaPartLagMessagesDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_partition_lag_messages",
+		vocab.ConsumerPartitionLagMessages,
 		"Kafka's own LAG of the consumer group on the partition: high watermark minus committed offset (kafka.NAME.per_partition).",
-		[]string{"cluster", "group", "topic", "partition"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic, vocab.LabelPartition}, nil)
 	kafkaPartLagSecondsDesc = prometheus.NewDesc(
-		collectors.Namespace+"_consumer_partition_lag_seconds",
+		vocab.ConsumerPartitionLagSeconds,
 		"Age of the oldest record on the partition the consumer group has not consumed (kafka.NAME.per_partition).",
-		[]string{"cluster", "group", "topic", "partition"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic, vocab.LabelPartition}, nil)
 )
 
 // Collector collects the lag of the configured consumer groups of one

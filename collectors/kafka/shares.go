@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 // Share groups (KIP-932) have no committed offsets: each share-partition
@@ -29,21 +29,21 @@ import (
 // It is the closest the broker's answers allow, an upper bound.
 var (
 	shareLagMessagesDesc = prometheus.NewDesc(
-		collectors.Namespace+"_share_group_lag_messages",
+		vocab.ShareGroupLagMessages,
 		"Records of the topic the share group has not acknowledged, as kafka-share-groups --describe counts its LAG (the broker's share-partition lag), summed over partitions.",
-		[]string{"cluster", "group", "topic"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic}, nil)
 	shareLagSecondsDesc = prometheus.NewDesc(
-		collectors.Namespace+"_share_group_lag_seconds",
+		vocab.ShareGroupLagSeconds,
 		"Age of the first record at or after the share-partition start offset the broker reports, largest over the topic's partitions; 0 when the lag is 0. An upper bound of the age of the oldest record the share group has not acknowledged (the broker moves that offset lazily).",
-		[]string{"cluster", "group", "topic"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic}, nil)
 	shareMembersDesc = prometheus.NewDesc(
-		collectors.Namespace+"_share_group_members",
+		vocab.ShareGroupMembers,
 		"Members of the share group; 0 when nobody consumes.",
-		[]string{"cluster", "group"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup}, nil)
 	shareInfoDesc = prometheus.NewDesc(
-		collectors.Namespace+"_share_group_info",
+		vocab.ShareGroupInfo,
 		"Constant 1: the share group's state as the broker reports it.",
-		[]string{"cluster", "group", "state"}, nil)
+		[]string{vocab.LabelCluster, vocab.LabelGroup, vocab.LabelState}, nil)
 )
 
 // sharePart is one share-partition: its start offset and the broker's lag

@@ -14,13 +14,14 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/alerts"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
 var (
-	objectiveDesc = prometheus.NewDesc(alerts.SLOObjectiveMetric,
+	objectiveDesc = prometheus.NewDesc(vocab.SLOObjective,
 		"The share of an outbox's events that should be published within their deadline (its slo_objective). Only for outboxes whose publish time is read (published_at).",
 		[]string{"outbox"}, nil)
-	intervalDesc = prometheus.NewDesc(alerts.ReconcileIntervalMetric,
+	intervalDesc = prometheus.NewDesc(vocab.ReconcileInterval,
 		"The longest time between two scheduled runs of a reconcile job, worked out from its schedule. The alerts expect a success at least this often.",
 		[]string{"reconcile"}, nil)
 )

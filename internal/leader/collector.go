@@ -4,11 +4,13 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
 
-var leaderDesc = prometheus.NewDesc("outbox_exporter_leader",
+var leaderDesc = prometheus.NewDesc(vocab.ExporterLeader,
 	"1 on the replica that leads this task (reconcile/NAME, audit/NAME, cdc/NAME), 0 on a replica that stands by: only the leader runs it and exports its findings.",
-	[]string{"task"}, nil)
+	[]string{vocab.LabelTask}, nil)
 
 // Collector exports outbox_exporter_leader for every task of an Elector.
 type Collector struct{ e *Elector }
