@@ -67,34 +67,42 @@ type runAs struct {
 	cred *syscall.Credential
 }
 
+// prepare finds the server's programs and the account to run them as, and
+// makes a temporary folder that account owns, named with prefix.
+func prepare(prefix string) (bin string, as *runAs, dir string, err error) {
+	if bin, err = BinDir(); err != nil {
+		return "", nil, "", err
+	}
+	if as, err = account(); err != nil {
+		return "", nil, "", err
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", nil, "", fmt.Errorf("make temporary folder: %w", err)
+	}
+	if as != nil {
+		if err := os.Chown(dir, int(as.cred.Uid), int(as.cred.Gid)); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", nil, "", fmt.Errorf("hand %s to user %s: %w", dir, as.name, err)
+		}
+	}
+	return bin, as, dir, nil
+}
+
 // Start runs initdb and postgres and returns once the server accepts
 // connections.
 func Start(ctx context.Context, o Options) (c *Cluster, err error) {
-	bin, err := BinDir()
-	if err != nil {
-		return nil, err
-	}
-	as, err := account()
-	if err != nil {
-		return nil, err
-	}
 	if o.Prefix == "" {
 		o.Prefix = "outbox-pg-"
 	}
-	dir, err := os.MkdirTemp("", o.Prefix)
+	bin, as, dir, err := prepare(o.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("make temporary folder: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if as != nil {
-		if err := os.Chown(dir, int(as.cred.Uid), int(as.cred.Gid)); err != nil {
-			return nil, fmt.Errorf("hand %s to user %s: %w", dir, as.name, err)
-		}
-	}
 	data := filepath.Join(dir, "data")
 	if err := initdb(ctx, bin, dir, data, o, as); err != nil {
 		return nil, err

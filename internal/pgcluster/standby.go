@@ -18,31 +18,18 @@ import (
 // replication connections from 127.0.0.1, as a cluster from Start does
 // (initdb -A trust).
 func StartStandby(ctx context.Context, primary *Cluster, o Options) (c *Cluster, err error) {
-	bin, err := BinDir()
-	if err != nil {
-		return nil, err
-	}
-	as, err := account()
-	if err != nil {
-		return nil, err
-	}
 	if o.Prefix == "" {
 		o.Prefix = "outbox-pg-standby-"
 	}
-	dir, err := os.MkdirTemp("", o.Prefix)
+	bin, as, dir, err := prepare(o.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("make temporary folder: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if as != nil {
-		if err := os.Chown(dir, int(as.cred.Uid), int(as.cred.Gid)); err != nil {
-			return nil, fmt.Errorf("hand %s to user %s: %w", dir, as.name, err)
-		}
-	}
 	data := filepath.Join(dir, "data")
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
