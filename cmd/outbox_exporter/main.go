@@ -86,32 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	a.Flag("config.file", "Path to the configuration file.").StringVar(&c.configFile)
 	flag.AddFlags(a, c.log)
 
-	serve := a.Command("serve", "Run the collectors and reconcile schedules and serve HTTP (the default).").Default()
-	c.web = kingpinflag.AddFlags(serve, DefaultListenAddress)
-	serve.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&c.telemetryPath)
-	serve.Flag("web.enable-lifecycle", "Serve POST /-/reload (off: anyone who reaches the port could make the exporter reload).").BoolVar(&c.lifecycle)
-	serve.Flag("scrape.timeout", "Collection deadline when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds header.").Default("10s").DurationVar(&c.scrapeTimeout)
-	serve.Flag("scrape.timeout-offset", "Taken off Prometheus's scrape timeout so the answer arrives in time.").Default("500ms").DurationVar(&c.timeoutOffset)
-
-	check := a.Command("check", "Validate the configuration, connect, and verify tables, columns, types and indexes.")
-
-	rec := a.Command("reconcile", "Run reconcile now and print findings; exit 0 no gaps, 1 gaps found, 2 error.")
-	rec.Flag("job", "Run only this job (default: every job).").StringVar(&c.reconcileJob)
-	rec.Flag("full", "Sweep the whole key space instead of the window.").BoolVar(&c.reconcileFull)
-	rec.Flag("format", "Output format: text or json.").Default("text").EnumVar(&c.reconcileFormat, "text", "json")
-	rec.Flag("unconfirmed", "Report findings no column dates (a deleted authority row's target row, a target gap of an undated publication) at once, marked unconfirmed, instead of holding them until grace has passed to see that they persist.").BoolVar(&c.reconcileUnconfirmed)
-
-	gen := a.Command("generate", "Write Grafana dashboards (JSON) and Prometheus rule files (YAML) made for the configuration.")
-	gen.Flag("out", "Directory to write into.").Required().StringVar(&c.generateOut)
-
-	dem := a.Command("demo", "Run a self-contained outbox pipeline with scripted faults, and the exporter on it.")
-	c.demoWeb = kingpinflag.AddFlags(dem, "127.0.0.1:9899")
-	dem.Flag("kafka.brokers", "Use this Kafka cluster instead of the in-process one (repeatable).").StringsVar(&c.demoBrokers)
-	dem.Flag("demo.fault-every", "Pause between scripted faults; 0 turns them off.").Default(demo.DefaultFaultEvery.String()).DurationVar(&c.demoFaultEvery)
-
-	disc := a.Command("discover", "Read a database's catalog (no rows) and print a configuration for the outbox tables found; exit 0 found, 1 none, 2 error.")
-	disc.Flag("dsn", "The database to read (else every database of --config.file).").StringVar(&c.discoverDSN)
-
+	cmds := c.commands(a)
 	cmd, err := a.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox_exporter: %v\n", err)
@@ -120,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	c.log.Writer = stderr
 	logger := promslog.New(c.log)
 
-	if cmd == dem.FullCommand() {
+	if cmd == cmds.dem.FullCommand() {
 		// The demo writes its own configuration.
 		if c.telemetryPath == "" {
 			c.telemetryPath = "/metrics"
@@ -130,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 		return c.demoCmd(ctx, stdout, logger)
 	}
-	if cmd == disc.FullCommand() {
+	if cmd == cmds.disc.FullCommand() {
 		return c.discoverCmd(ctx, stdout, stderr)
 	}
 	if c.configFile == "" {
@@ -138,16 +113,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return 2
 	}
 	switch cmd {
-	case serve.FullCommand():
+	case cmds.serve.FullCommand():
 		return c.serve(ctx, logger)
-	case rec.FullCommand():
+	case cmds.rec.FullCommand():
 		return c.reconcileCmd(ctx, stdout, stderr, logger)
-	case gen.FullCommand():
+	case cmds.gen.FullCommand():
 		return c.generateCmd(stdout, stderr)
-	case check.FullCommand():
+	case cmds.check.FullCommand():
 		return c.check(ctx, stdout, stderr, logger)
 	}
 	return 2
+}
+
+// commandClauses are the subcommands run dispatches on.
+type commandClauses struct {
+	serve, check, rec, gen, dem, disc *kingpin.CmdClause
+}
+
+// commands declares the subcommands and their flags on a, bound to c.
+func (c *cli) commands(a *kingpin.Application) (x commandClauses) {
+	x.serve = a.Command("serve", "Run the collectors and reconcile schedules and serve HTTP (the default).").Default()
+	c.web = kingpinflag.AddFlags(x.serve, DefaultListenAddress)
+	x.serve.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&c.telemetryPath)
+	x.serve.Flag("web.enable-lifecycle", "Serve POST /-/reload (off: anyone who reaches the port could make the exporter reload).").BoolVar(&c.lifecycle)
+	x.serve.Flag("scrape.timeout", "Collection deadline when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds header.").Default("10s").DurationVar(&c.scrapeTimeout)
+	x.serve.Flag("scrape.timeout-offset", "Taken off Prometheus's scrape timeout so the answer arrives in time.").Default("500ms").DurationVar(&c.timeoutOffset)
+
+	x.check = a.Command("check", "Validate the configuration, connect, and verify tables, columns, types and indexes.")
+
+	x.rec = a.Command("reconcile", "Run reconcile now and print findings; exit 0 no gaps, 1 gaps found, 2 error.")
+	x.rec.Flag("job", "Run only this job (default: every job).").StringVar(&c.reconcileJob)
+	x.rec.Flag("full", "Sweep the whole key space instead of the window.").BoolVar(&c.reconcileFull)
+	x.rec.Flag("format", "Output format: text or json.").Default("text").EnumVar(&c.reconcileFormat, "text", "json")
+	x.rec.Flag("unconfirmed", "Report findings no column dates (a deleted authority row's target row, a target gap of an undated publication) at once, marked unconfirmed, instead of holding them until grace has passed to see that they persist.").BoolVar(&c.reconcileUnconfirmed)
+
+	x.gen = a.Command("generate", "Write Grafana dashboards (JSON) and Prometheus rule files (YAML) made for the configuration.")
+	x.gen.Flag("out", "Directory to write into.").Required().StringVar(&c.generateOut)
+
+	x.dem = a.Command("demo", "Run a self-contained outbox pipeline with scripted faults, and the exporter on it.")
+	c.demoWeb = kingpinflag.AddFlags(x.dem, "127.0.0.1:9899")
+	x.dem.Flag("kafka.brokers", "Use this Kafka cluster instead of the in-process one (repeatable).").StringsVar(&c.demoBrokers)
+	x.dem.Flag("demo.fault-every", "Pause between scripted faults; 0 turns them off.").Default(demo.DefaultFaultEvery.String()).DurationVar(&c.demoFaultEvery)
+
+	x.disc = a.Command("discover", "Read a database's catalog (no rows) and print a configuration for the outbox tables found; exit 0 found, 1 none, 2 error.")
+	x.disc.Flag("dsn", "The database to read (else every database of --config.file).").StringVar(&c.discoverDSN)
+	return x
 }
 
 func (c *cli) serve(ctx context.Context, logger *slog.Logger) int {
