@@ -87,48 +87,11 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 		t.Fatal(err)
 	}
 	defer tx.Close()
-	rec := func(p int32) *kgo.Record { return h.rec(p) }
 	for p := int32(0); p < h.parts; p++ {
-		for range 2 + rng.IntN(5) {
-			var rs []*kgo.Record
-			for range 1 + rng.IntN(4) {
-				rs = append(rs, rec(p))
-			}
-			switch op := rng.IntN(3); op {
-			case 0:
-				if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				if err := tx.BeginTransaction(); err != nil {
-					t.Fatal(err)
-				}
-				if err := tx.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-				end := kgo.TryCommit
-				if op == 2 {
-					end = kgo.TryAbort
-				}
-				if err := tx.EndTransaction(ctx, end); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		produceRandom(ctx, t, &h, cl, tx, p, rng)
 	}
 	ends := listed(t, adm.ListEndOffsets, h.topic)
-	// Records deleted below a random offset on some partitions.
-	del := kadm.Offsets{}
-	for p := int32(0); p < h.parts; p++ {
-		if rng.IntN(3) == 0 {
-			del.Add(kadm.Offset{Topic: h.topic, Partition: p, At: rng.Int64N(ends[p] + 1)})
-		}
-	}
-	if len(del) > 0 {
-		if _, err := adm.DeleteRecords(ctx, del); err != nil {
-			t.Fatal(err)
-		}
-	}
+	deleteSome(ctx, t, &h, adm, ends, rng)
 	// Groups commit anywhere up to the high watermark, markers included.
 	for g := range 1 + rng.IntN(3) {
 		name := e.n(fmt.Sprintf("g%d", g))
@@ -144,37 +107,10 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 	// A partition added after the commits, and an open transaction on
 	// the last partition.
 	if rng.IntN(2) == 0 {
-		if _, err := adm.CreatePartitions(ctx, 1, h.topic); err != nil {
-			t.Fatal(err)
-		}
-		// The producer learns of the new partition from fresh metadata.
-		rs := []*kgo.Record{rec(h.parts), rec(h.parts)}
-		for {
-			cl.ForceMetadataRefresh()
-			err := cl.ProduceSync(ctx, rs...).FirstErr()
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("produce to the added partition: %v", err)
-			}
-		}
-		h.parts++
+		addPartition(ctx, t, &h, cl, adm)
 	}
 	if rng.IntN(2) == 0 {
-		open, err := kafkaclient.New(k, kgo.TransactionalID(e.n("open")), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(open.Close)
-		if err := open.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		r := rec(h.parts - 1)
-		if err := open.ProduceSync(ctx, r, rec(h.parts-1)).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		h.open, h.openPart, h.openAt = open, h.parts-1, r.Offset
+		openTransaction(ctx, t, &h, e, k)
 	}
 	if rng.IntN(3) > 0 {
 		h.share = e.n("s0")
@@ -182,6 +118,95 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 	}
 	h.at = kafkaBase.Add(time.Duration(*h.n+100) * time.Second)
 	return h
+}
+
+// produceRandom writes a few batches to partition p, each plain,
+// committed in a transaction or aborted.
+func produceRandom(ctx context.Context, t *testing.T, h *history, cl, tx *kgo.Client, p int32, rng *rand.Rand) {
+	t.Helper()
+	for range 2 + rng.IntN(5) {
+		var rs []*kgo.Record
+		for range 1 + rng.IntN(4) {
+			rs = append(rs, h.rec(p))
+		}
+		switch op := rng.IntN(3); op {
+		case 0:
+			if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if err := tx.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			end := kgo.TryCommit
+			if op == 2 {
+				end = kgo.TryAbort
+			}
+			if err := tx.EndTransaction(ctx, end); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// deleteSome deletes the records below a random offset on some
+// partitions.
+func deleteSome(ctx context.Context, t *testing.T, h *history, adm *kadm.Client, ends map[int32]int64, rng *rand.Rand) {
+	t.Helper()
+	del := kadm.Offsets{}
+	for p := int32(0); p < h.parts; p++ {
+		if rng.IntN(3) == 0 {
+			del.Add(kadm.Offset{Topic: h.topic, Partition: p, At: rng.Int64N(ends[p] + 1)})
+		}
+	}
+	if len(del) > 0 {
+		if _, err := adm.DeleteRecords(ctx, del); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// addPartition adds a partition to the topic and writes two records to it.
+func addPartition(ctx context.Context, t *testing.T, h *history, cl *kgo.Client, adm *kadm.Client) {
+	t.Helper()
+	if _, err := adm.CreatePartitions(ctx, 1, h.topic); err != nil {
+		t.Fatal(err)
+	}
+	// The producer learns of the new partition from fresh metadata.
+	rs := []*kgo.Record{h.rec(h.parts), h.rec(h.parts)}
+	for {
+		cl.ForceMetadataRefresh()
+		err := cl.ProduceSync(ctx, rs...).FirstErr()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("produce to the added partition: %v", err)
+		}
+	}
+	h.parts++
+}
+
+// openTransaction leaves a transaction of two records open on the last
+// partition.
+func openTransaction(ctx context.Context, t *testing.T, h *history, e kenv, k *config.Kafka) {
+	t.Helper()
+	open, err := kafkaclient.New(k, kgo.TransactionalID(e.n("open")), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(open.Close)
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	r := h.rec(h.parts - 1)
+	if err := open.ProduceSync(ctx, r, h.rec(h.parts-1)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h.open, h.openPart, h.openAt = open, h.parts-1, r.Offset
 }
 
 // rec is the next record of the history for partition p.
