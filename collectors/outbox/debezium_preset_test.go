@@ -62,21 +62,7 @@ func TestDebeziumPresetBehindSlot(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		s.exec(t, `TRUNCATE outbox`)
 		r := rand.New(rand.NewPCG(seed, 25))
-		commits := make([]time.Time, 8)
-		for j := range commits {
-			b := &pgx.Batch{}
-			for range 1 + r.IntN(5) {
-				b.Queue(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at, tx)
-VALUES (gen_random_uuid(), $1, 'a1', $2, '{}', clock_timestamp() - $3::interval, $4)`,
-					[]string{"order", "payment"}[r.IntN(2)], []string{"Created", "Updated"}[r.IntN(2)], fmt.Sprintf("%d seconds", r.IntN(300)), j)
-			}
-			if err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.admin.QueryRow(ctx, `SELECT max(pg_xact_commit_timestamp(xmin)) FROM outbox WHERE tx = $1`, j).Scan(&commits[j]); err != nil {
-				t.Fatal(err)
-			}
-		}
+		commits := writeRouterRows(ctx, t, s, r)
 		j := r.IntN(len(commits) - 1)
 		at := commits[j].Add(commits[j+1].Sub(commits[j]) / 2)
 		smp := NewSampler("events", cfg.Outboxes["events"])
@@ -87,35 +73,8 @@ VALUES (gen_random_uuid(), $1, 'a1', $2, '{}', clock_timestamp() - $3::interval,
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		after := s.clock(t)
-		type truth struct {
-			pending int64
-			oldest  time.Time
-		}
-		wants := map[string]*truth{}
-		rows, err := s.admin.Query(ctx, `SELECT aggregatetype, type, created_at, pg_xact_commit_timestamp(xmin) FROM outbox`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var agg, typ string
-			var made, commit time.Time
-			if err := rows.Scan(&agg, &typ, &made, &commit); err != nil {
-				t.Fatal(err)
-			}
-			if !commit.After(at) {
-				continue
-			}
-			behind++
-			k := joinLabels([]string{agg, typ})
-			if wants[k] == nil {
-				wants[k] = &truth{oldest: made}
-			}
-			wants[k].pending++
-			if made.Before(wants[k].oldest) {
-				wants[k].oldest = made
-			}
-		}
-		rows.Close()
+		wants, n := routerTruth(ctx, t, s, at)
+		behind += n
 		got := map[string]Series{}
 		for _, se := range snap.Series {
 			got[joinLabels(se.Labels)] = se
@@ -138,4 +97,68 @@ VALUES (gen_random_uuid(), $1, 'a1', $2, '{}', clock_timestamp() - $3::interval,
 	if behind == 0 {
 		t.Fatal("no row behind the slot in any seed: the test decides nothing")
 	}
+}
+
+// writeRouterRows writes eight transactions of one to five rows in the
+// event router's table, each row dated up to five minutes back, and
+// returns each transaction's commit time.
+func writeRouterRows(ctx context.Context, t *testing.T, s *commitTS, r *rand.Rand) []time.Time {
+	t.Helper()
+	commits := make([]time.Time, 8)
+	for j := range commits {
+		b := &pgx.Batch{}
+		for range 1 + r.IntN(5) {
+			b.Queue(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at, tx)
+VALUES (gen_random_uuid(), $1, 'a1', $2, '{}', clock_timestamp() - $3::interval, $4)`,
+				[]string{"order", "payment"}[r.IntN(2)], []string{"Created", "Updated"}[r.IntN(2)], fmt.Sprintf("%d seconds", r.IntN(300)), j)
+		}
+		if err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.admin.QueryRow(ctx, `SELECT max(pg_xact_commit_timestamp(xmin)) FROM outbox WHERE tx = $1`, j).Scan(&commits[j]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return commits
+}
+
+// routerTruth is the oracle: every row committed after at, by label set,
+// with the creation time of the oldest; n is how many rows that is.
+func routerTruth(ctx context.Context, t *testing.T, s *commitTS, at time.Time) (wants map[string]*routerWant, n int) {
+	t.Helper()
+	wants = map[string]*routerWant{}
+	rows, err := s.admin.Query(ctx, `SELECT aggregatetype, type, created_at, pg_xact_commit_timestamp(xmin) FROM outbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var agg, typ string
+		var made, commit time.Time
+		if err := rows.Scan(&agg, &typ, &made, &commit); err != nil {
+			t.Fatal(err)
+		}
+		if !commit.After(at) {
+			continue
+		}
+		n++
+		k := joinLabels([]string{agg, typ})
+		if wants[k] == nil {
+			wants[k] = &routerWant{oldest: made}
+		}
+		wants[k].pending++
+		if made.Before(wants[k].oldest) {
+			wants[k].oldest = made
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return wants, n
+}
+
+// routerWant is what the oracle expects of one label set.
+type routerWant struct {
+	pending int64
+	oldest  time.Time
 }
