@@ -524,21 +524,7 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 
 	// The transaction coordinator writes the markers after EndTransaction
 	// returns: wait for them, within the context's deadline.
-	for topic, want := range map[string]int64{"committed": 6, "aborted": 10, "open": 6} {
-		for {
-			ends, err := adm.ListEndOffsets(ctx, e.n(topic))
-			if err != nil {
-				t.Fatal(err)
-			}
-			o, _ := ends.Lookup(e.n(topic), 0)
-			if o.Offset == want {
-				break
-			}
-			if o.Offset > want || ctx.Err() != nil {
-				t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, want)
-			}
-		}
-	}
+	waitHighWatermarks(ctx, t, adm, e, map[string]int64{"committed": 6, "aborted": 10, "open": 6})
 	commit(t, adm, e.n("reader"), e.n("committed"), map[int32]int64{0: 5})
 	commit(t, adm, e.n("reader"), e.n("aborted"), map[int32]int64{0: 5})
 	commit(t, adm, e.n("reader"), e.n("open"), map[int32]int64{0: 3})
@@ -561,6 +547,28 @@ func transactionsCaughtUp(t *testing.T, e kenv) {
 		lagKey("outbox_consumer_lag_messages", e.n("behind"), e.n("committed")): 4,
 		lagKey("outbox_consumer_lag_seconds", e.n("behind"), e.n("committed")):  now.Sub(kafkaBase.Add(2 * time.Second)).Seconds(),
 	}, 0.001)
+}
+
+// waitHighWatermarks waits, within ctx, until partition 0 of each topic
+// (by its short name) has the high watermark wanted; one past it means
+// the seeding is off.
+func waitHighWatermarks(ctx context.Context, t *testing.T, adm *kadm.Client, e kenv, want map[string]int64) {
+	t.Helper()
+	for topic, w := range want {
+		for {
+			ends, err := adm.ListEndOffsets(ctx, e.n(topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _ := ends.Lookup(e.n(topic), 0)
+			if o.Offset == w {
+				break
+			}
+			if o.Offset > w || ctx.Err() != nil {
+				t.Fatalf("%s high watermark %d, want %d: seeding is off", topic, o.Offset, w)
+			}
+		}
+	}
 }
 
 // TestKafkaSASL connects with SASL PLAIN and SCRAM; wrong credentials make
