@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // leaderGroup is the generated leader rule group of the example config
@@ -42,12 +43,13 @@ func TestLeaderAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "leader.rules.yml", out)
-	promtool := requireTool(t, "promtool")
-	if out, err := exec.Command(promtool, "check", "rules", "testdata/leader.rules.yml").CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(promtool, "test", "rules", "testdata/leader.rules.test.yml").CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	for _, promtool := range testutil.Promtools(t) {
+		if out, err := exec.Command(promtool, "check", "rules", "testdata/leader.rules.yml").CombinedOutput(); err != nil {
+			t.Fatalf("%s check rules: %v\n%s", promtool, err, out)
+		}
+		if out, err := exec.Command(promtool, "test", "rules", "testdata/leader.rules.test.yml").CombinedOutput(); err != nil {
+			t.Fatalf("%s test rules: %v\n%s", promtool, err, out)
+		}
 	}
 	runbook, err := os.ReadFile("../deploy/runbook.md")
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // reconcileCase is a seeded history of the search_index job (every 5m:
@@ -23,11 +25,14 @@ type reconcileCase struct {
 	success []bool
 	// added is the minute the job enters the config.
 	added int
+	// closed is whether a range reaches its start (Prometheus 2) or not
+	// (Prometheus 3).
+	closed bool
 }
 
-func newReconcileCase(seed uint64) reconcileCase {
+func newReconcileCase(seed uint64, closed bool) reconcileCase {
 	r := rand.New(rand.NewPCG(seed, 5))
-	c := reconcileCase{minutes: 120, added: r.IntN(20)}
+	c := reconcileCase{minutes: 120, added: r.IntN(20), closed: closed}
 	pSuccess := []float64{0, 0.05, 0.2, 0.6}[r.IntN(4)]
 	down := 0
 	for m := 0; m <= c.minutes; m++ {
@@ -100,14 +105,14 @@ func (c reconcileCase) seen(from, to int) []int {
 // limit, a lower bound).
 func (c reconcileCase) notSucceeding(m int, limit int) (int, bool) {
 	l := limit / 60
-	if vals := c.seen(max(0, m-l), m); len(vals) > 0 {
+	if vals := c.seen(max(0, rangeStart(m, l, c.closed)), m); len(vals) > 0 {
 		newest := vals[0]
 		for _, v := range vals {
 			newest = max(newest, v)
 		}
 		return m*60 - newest, m*60-newest > limit
 	}
-	for t := max(0, m-2*l); t <= m-l; t++ {
+	for t := max(0, rangeStart(m-l, l, c.closed)); t <= m-l; t++ {
 		if c.up[t] {
 			return limit, true
 		}
@@ -120,7 +125,16 @@ func (c reconcileCase) notSucceeding(m int, limit int) (int, bool) {
 // rule of search_index in promtool, against the brute-force truth with its
 // for: of 5m. A seed that fails is kept in the list as a regression case.
 func TestReconcileNotSucceedingAgainstBruteForce(t *testing.T) {
-	promtool := requireTool(t, "promtool")
+	for _, promtool := range testutil.Promtools(t) {
+		t.Run(promtoolName(t, promtool), func(t *testing.T) {
+			reconcileAgainstBruteForce(t, promtool, rangesClosed(t, promtool))
+		})
+	}
+}
+
+// reconcileAgainstBruteForce is TestReconcileNotSucceedingAgainstBruteForce
+// with one promtool, whose ranges are closed or not.
+func reconcileAgainstBruteForce(t *testing.T, promtool string, closed bool) {
 	rules, err := filepath.Abs("testdata/multi.rules.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +143,7 @@ func TestReconcileNotSucceedingAgainstBruteForce(t *testing.T) {
 	fired, silent := 0, 0
 	var tests []any
 	for _, seed := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10} {
-		c := newReconcileCase(seed)
+		c := newReconcileCase(seed, closed)
 		run, last := c.series()
 		lab := `{job="outbox_exporter", k8s_cluster="eu", instance="exporter-1:9899", reconcile="search_index"}`
 		var checks []any

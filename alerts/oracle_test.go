@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // collectorCase is one seeded history of collector_success samples, one a
@@ -19,14 +21,17 @@ import (
 type collectorCase struct {
 	seed    uint64
 	minutes int
+	// closed is whether a range reaches its start: Prometheus 2 reads
+	// [t-15m, t], Prometheus 3 (t-15m, t].
+	closed bool
 	// success[replica][series][minute] is 0 or 1.
 	success [][][]int
 	series  [][2]string
 }
 
-func newCollectorCase(seed uint64) collectorCase {
+func newCollectorCase(seed uint64, closed bool) collectorCase {
 	r := rand.New(rand.NewPCG(seed, 17))
-	c := collectorCase{seed: seed, minutes: 60, series: [][2]string{{"outbox", "messages"}, {"kafka", "main"}}}
+	c := collectorCase{seed: seed, minutes: 60, closed: closed, series: [][2]string{{"outbox", "messages"}, {"kafka", "main"}}}
 	probs := []float64{0, 0.1, 0.3, 0.6, 0.9, 1}
 	for range 2 {
 		var rep [][]int
@@ -53,11 +58,11 @@ func newCollectorCase(seed uint64) collectorCase {
 }
 
 // failedShare is the brute-force share of failed samples in the 15
-// minutes up to and including minute m (Prometheus 2 ranges include
-// both ends), as an exact fraction.
+// minutes up to and including minute m (the sample 15 minutes before
+// only where ranges are closed), as an exact fraction.
 func (c collectorCase) failedShare(rep, s, m int) *big.Rat {
 	failed, n := 0, 0
-	for t := max(0, m-15); t <= m; t++ {
+	for t := max(0, rangeStart(m, 15, c.closed)); t <= m; t++ {
 		n++
 		failed += 1 - c.success[rep][s][t]
 	}
@@ -121,7 +126,16 @@ func humanizePercentage(r *big.Rat) string {
 // promtool, against the alerts worked out by brute force over every
 // sample. A seed that fails is kept in seeds as a regression case.
 func TestCollectorAlertsAgainstBruteForce(t *testing.T) {
-	promtool := requireTool(t, "promtool")
+	for _, promtool := range testutil.Promtools(t) {
+		t.Run(promtoolName(t, promtool), func(t *testing.T) {
+			collectorAgainstBruteForce(t, promtool, rangesClosed(t, promtool))
+		})
+	}
+}
+
+// collectorAgainstBruteForce is TestCollectorAlertsAgainstBruteForce with
+// one promtool, whose ranges are closed or not.
+func collectorAgainstBruteForce(t *testing.T, promtool string, closed bool) {
 	rules, err := filepath.Abs("testdata/multi.rules.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +145,7 @@ func TestCollectorAlertsAgainstBruteForce(t *testing.T) {
 	firingChecks, everywhereChecks, silentChecks := 0, 0, 0
 	inst := []string{"exporter-1:9899", "exporter-2:9899"}
 	for _, seed := range seeds {
-		c := newCollectorCase(seed)
+		c := newCollectorCase(seed, closed)
 		var input []map[string]string
 		for rep := range c.success {
 			for s, ct := range c.series {
@@ -226,6 +240,45 @@ func collectorChecks(c collectorCase, inst []string) (checks []any, firing, ever
 			map[string]any{"eval_time": at, "alertname": "OutboxCollectorFailingEverywhere", "exp_alerts": nonNil(everywhereAlerts)})
 	}
 	return checks, firing, everywhere, silent
+}
+
+// rangeStart is the first minute a range of w minutes evaluated at
+// minute m reads: Prometheus 2 takes both ends ([m-w, m]), Prometheus 3
+// leaves out the start ((m-w, m]).
+func rangeStart(m, w int, closed bool) int {
+	if closed {
+		return m - w
+	}
+	return m - w + 1
+}
+
+// rangesClosed reports whether promtool's ranges take the sample at
+// their start: Prometheus 2's do, 3's do not. Debian's promtool says
+// "version 2.x"; the one scripts/deps.sh builds from the module proxy
+// carries no version, and is 3.x.
+func rangesClosed(t *testing.T, promtool string) bool {
+	t.Helper()
+	out, err := exec.Command(promtool, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", promtool, err, out)
+	}
+	v := string(out)
+	switch {
+	case strings.Contains(v, "version 2."):
+		return true
+	case strings.Contains(v, "version 3."), strings.Contains(v, "version  ("):
+		return false
+	}
+	t.Fatalf("%s: cannot tell Prometheus 2 from 3 in %q", promtool, v)
+	return false
+}
+
+// promtoolName names a promtool run for a subtest: "2.x" or "3.x".
+func promtoolName(t *testing.T, promtool string) string {
+	if rangesClosed(t, promtool) {
+		return "promtool-2.x"
+	}
+	return "promtool-3.x"
 }
 
 func nonNil(a []any) []any {
