@@ -14,22 +14,13 @@ func (b *builder) auditAlerts() []Rule {
 		return nil
 	}
 	return []Rule{
-		b.auditFound("OutboxAuditSilentLoss", vocab.AuditMissingInBroker, "5m",
-			"Events marked published never reached the broker.",
-			"sampled events marked published whose ids are not on the topics: they are lost and no relay will retry them."),
-		b.auditFound("OutboxAuditAcknowledgementLost", vocab.AuditUnmarkedInBroker, "15m",
-			"Events on the broker are still unpublished in the outbox.",
-			"sampled unpublished events whose ids are already on the topics: the broker's acknowledgement was lost and a retry will publish them again."),
+		b.auditFound("OutboxAuditSilentLoss", vocab.AuditMissingInBroker),
+		b.auditFound("OutboxAuditAcknowledgementLost", vocab.AuditUnmarkedInBroker),
 	}
 }
 
 // auditFound fires when an audit's gauge metric has been above zero for
-// forDur, with the severity of that finding; found says what the audit
-// found, after its count.
-func (b *builder) auditFound(name, metric, forDur, summary, found string) Rule {
-	return b.alert(name, findingSeverity(metric, ""),
-		fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelOutbox), metric, b.selector()),
-		forDur, summary,
-		"The audit of outbox {{ $labels.outbox }} found {{ $value }} "+found,
-		nil)
+// the alert's for:.
+func (b *builder) auditFound(name, metric string) Rule {
+	return b.alert(name, fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelOutbox), metric, b.selector()), says{}, nil)
 }

@@ -22,44 +22,22 @@ func (b *builder) consumerAlerts() []Rule {
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Kafka)) {
 		sel := b.selector(eq(vocab.LabelCluster, name))
 		own := map[string]string{vocab.LabelCluster: name}
-		rules = append(rules, b.alert("OutboxConsumerLagAboveDeadline", SeverityCritical,
-			fmt.Sprintf("max by (%s) ("+vocab.ConsumerLagSeconds+"%s)\n> on (%s) group_left ()\nmax by (%s) ("+vocab.ConsumerDeadline+"%s)",
-				b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel, b.by(vocab.LabelCluster, vocab.LabelGroup), b.by(vocab.LabelCluster, vocab.LabelGroup), sel),
-			"2m",
-			"A consumer group lags behind its deadline.",
-			"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has not consumed a record of topic {{ $labels.topic }} that is {{ $value | humanizeDuration }} old, past the group's lag deadline.",
-			own),
+		rules = append(rules, b.alert("OutboxConsumerLagAboveDeadline", b.lagExpr(vocab.ConsumerLagSeconds, sel), says{}, own),
 			// A group without members consumes nothing: its lag grows only
 			// as fast as new records come, so on a quiet topic the lag
 			// alert comes late or never.
-			b.alert("OutboxConsumerGroupEmpty", SeverityWarning,
-				fmt.Sprintf("max by (%s) ("+vocab.ConsumerGroupMembers+"%s) == 0", b.by(vocab.LabelCluster, vocab.LabelGroup), sel),
-				"10m",
-				"A consumer group has no members.",
-				"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has had no members for 10 minutes: nobody consumes its topics, and new events pile up unseen until its lag passes the deadline.",
-				own),
+			b.alert("OutboxConsumerGroupEmpty", b.emptyExpr(sel), says{}, own),
 			// Retention (or compaction) deleted records the group had not
 			// consumed: those events are lost to it, and once it resumes
 			// at the log start no lag metric remembers them: a consumer offline past the
 			// broker's retention.
-			b.alert("OutboxConsumerRetentionLoss", SeverityCritical,
-				fmt.Sprintf("max by (%s) ("+vocab.ConsumerRetentionLost+"%s) > 0", b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel),
-				"1m",
-				"Kafka deleted events a consumer group had not consumed.",
-				"Kafka cluster {{ $labels.cluster }} deleted {{ $value }} records of topic {{ $labels.topic }} that consumer group {{ $labels.group }} had not consumed (its committed offset is below the log start): those events are lost to it.",
-				own))
+			b.alert("OutboxConsumerRetentionLoss", b.retentionExpr(sel), says{}, own))
 		rules = append(rules, b.uncommittedAlerts(name, b.cfg.Kafka[name])...)
 		if len(b.cfg.Kafka[name].ShareGroups) > 0 {
 			// A share group's deadline is its group's, as a consumer
 			// group's; its time lag is an upper bound (the age of the
 			// record at the start offset the broker reports).
-			rules = append(rules, b.alert("OutboxShareGroupLagAboveDeadline", SeverityCritical,
-				fmt.Sprintf("max by (%s) ("+vocab.ShareGroupLagSeconds+"%s)\n> on (%s) group_left ()\nmax by (%s) ("+vocab.ConsumerDeadline+"%s)",
-					b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel, b.by(vocab.LabelCluster, vocab.LabelGroup), b.by(vocab.LabelCluster, vocab.LabelGroup), sel),
-				"2m",
-				"A share group lags behind its deadline.",
-				"Share group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has a record of topic {{ $labels.topic }} at its start offset that is {{ $value | humanizeDuration }} old, past the group's lag deadline: it has not acknowledged it, or the broker has not moved the start offset past it.",
-				own))
+			rules = append(rules, b.alert("OutboxShareGroupLagAboveDeadline", b.lagExpr(vocab.ShareGroupLagSeconds, sel), says{}, own))
 		}
 	}
 	return rules
@@ -91,11 +69,8 @@ func (b *builder) uncommittedAlerts(cluster string, k *config.Kafka) []Rule {
 		} else if len(overridden) > 0 {
 			sel = b.selector(eq(vocab.LabelCluster, cluster), vocab.LabelGroup+"!~"+quote(strings.Join(overridden, "|")))
 		}
-		return b.alert("OutboxConsumerUncommittedPartitions", SeverityWarning,
-			fmt.Sprintf("max by (%s) ("+vocab.ConsumerUncommitted+"%s) > 0", b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel),
-			model.Duration(d).String(),
-			"A consumer group has partitions without a committed offset for longer than its deadline.",
-			"Consumer group {{ $labels.group }} on Kafka cluster {{ $labels.cluster }} has had {{ $value }} partitions of topic {{ $labels.topic }} without a committed offset for longer than its lag deadline: their lag is unknown, and the group may be stuck before its first commit or skip their records.",
+		return b.alert("OutboxConsumerUncommittedPartitions", b.uncommittedExpr(sel),
+			says{forDur: model.Duration(d).String(), fill: []string{"wait", "longer than its lag deadline (" + model.Duration(d).String() + ")"}},
 			// The deadline tells the rules of one cluster apart.
 			map[string]string{vocab.LabelCluster: cluster, "deadline": model.Duration(d).String()})
 	}
@@ -104,4 +79,29 @@ func (b *builder) uncommittedAlerts(cluster string, k *config.Kafka) []Rule {
 		rules = append(rules, rule(d, strings.Join(byDeadline[d], "|")))
 	}
 	return rules
+}
+
+// lagExpr is true where a group's time lag (metric: a consumer group's
+// or a share group's) on a topic is past the group's lag deadline, each
+// the largest over the replicas.
+func (b *builder) lagExpr(metric, sel string) string {
+	return fmt.Sprintf("max by (%s) (%s%s)\n> on (%s) group_left ()\nmax by (%s) ("+vocab.ConsumerDeadline+"%s)",
+		b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), metric, sel, b.by(vocab.LabelCluster, vocab.LabelGroup), b.by(vocab.LabelCluster, vocab.LabelGroup), sel)
+}
+
+// emptyExpr is true for a group without members.
+func (b *builder) emptyExpr(sel string) string {
+	return fmt.Sprintf("max by (%s) ("+vocab.ConsumerGroupMembers+"%s) == 0", b.by(vocab.LabelCluster, vocab.LabelGroup), sel)
+}
+
+// retentionExpr is true where Kafka deleted records a group had not
+// consumed.
+func (b *builder) retentionExpr(sel string) string {
+	return fmt.Sprintf("max by (%s) ("+vocab.ConsumerRetentionLost+"%s) > 0", b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel)
+}
+
+// uncommittedExpr is true where a group has partitions without a
+// committed offset.
+func (b *builder) uncommittedExpr(sel string) string {
+	return fmt.Sprintf("max by (%s) ("+vocab.ConsumerUncommitted+"%s) > 0", b.by(vocab.LabelCluster, vocab.LabelGroup, vocab.LabelTopic), sel)
 }

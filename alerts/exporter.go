@@ -23,39 +23,21 @@ const (
 // above.
 func (b *builder) exporterAlerts() []Rule {
 	success := vocab.CollectorSuccess + b.selector()
+	cluster := []string{"cluster", b.inCluster()}
 	return []Rule{
-		b.alert("OutboxExporterAbsent", SeverityCritical, b.absentExpr(), "5m",
-			"outbox_exporter has disappeared from Prometheus.",
-			"No outbox_exporter matching "+b.describeSelector()+b.inCluster()+" has been scraped for 5 minutes: deadline, lag and loss alerts cannot fire.",
-			nil),
+		b.alert("OutboxExporterAbsent", b.absentExpr(), says{fill: []string{"selector", b.describeSelector(), "cluster", b.inCluster()}}, nil),
 		// A down replica is a ticket: the other replicas still watch, but
 		// the next loss is an outage.
-		b.alert("OutboxExporterTargetDown", SeverityWarning,
-			fmt.Sprintf("up%s == 0", b.selector()),
-			"10m",
-			"An outbox_exporter replica cannot be scraped.",
-			"Prometheus has failed to scrape outbox_exporter on {{ $labels.instance }}"+b.inCluster()+" for 10 minutes: one replica fewer watches the outboxes, and the alerts go blind if the others fail too.",
-			nil),
-		b.alert("OutboxCollectorFailing", SeverityWarning,
+		b.alert("OutboxExporterTargetDown", fmt.Sprintf("up%s == 0", b.selector()), says{fill: cluster}, nil),
+		b.alert("OutboxCollectorFailing",
 			fmt.Sprintf("1 - avg_over_time(%s[%s]) > %g", success, CollectorWindow, CollectorFailingShare),
-			"5m",
-			"An outbox_exporter collector is failing.",
-			"Collector {{ $labels.collector }} for target {{ $labels.target }} on {{ $labels.instance }} failed {{ $value | humanizePercentage }} of its collections over the last "+CollectorWindow+": its metrics come and go and the alerts on them may not fire.",
-			nil),
+			says{}, nil),
 		// Every replica failing one collector blinds its critical alerts
 		// (deadlines, lag, loss): that pages.
-		b.alert("OutboxCollectorFailingEverywhere", SeverityCritical,
+		b.alert("OutboxCollectorFailingEverywhere",
 			fmt.Sprintf("min by (%s) (1 - avg_over_time(%s[%s])) > %g", b.by("collector", "target"), success, CollectorWindow, CollectorBlindingShare),
-			"5m",
-			"An outbox_exporter collector fails on every replica.",
-			"Collector {{ $labels.collector }} for target {{ $labels.target }}"+b.inCluster()+" failed at least {{ $value | humanizePercentage }} of its collections over the last "+CollectorWindow+" on every replica: the alerts on its metrics (deadlines, lag, loss) cannot fire.",
-			nil),
-		b.alert("OutboxExporterConfigReloadFailed", SeverityWarning,
-			fmt.Sprintf(vocab.ConfigReloadSuccessful+"%s == 0", b.selector()),
-			"10m",
-			"outbox_exporter failed to reload its configuration.",
-			"outbox_exporter on {{ $labels.instance }} could not load its changed configuration and still runs the previous one.",
-			nil),
+			says{fill: cluster}, nil),
+		b.alert("OutboxExporterConfigReloadFailed", fmt.Sprintf(vocab.ConfigReloadSuccessful+"%s == 0", b.selector()), says{}, nil),
 	}
 }
 

@@ -28,12 +28,10 @@ func (b *builder) leaderAlerts() []Rule {
 	}
 	var rules []Rule
 	add := func(task string, wait time.Duration, what string) {
-		rules = append(rules, b.alert("OutboxTaskLeaderless", SeverityWarning,
+		w := model.Duration(wait).String()
+		rules = append(rules, b.alert("OutboxTaskLeaderless",
 			fmt.Sprintf("max by (%s) ("+vocab.ExporterLeader+"%s) == 0", b.by(vocab.LabelTask), b.selector(eq(vocab.LabelTask, task))),
-			model.Duration(wait).String(),
-			"No outbox_exporter replica leads a task that must run once.",
-			fmt.Sprintf("No replica has led {{ $labels.task }} for %s: %s. Every replica stands by: none can take the task's lease on the leader_election database, or they disagree on the configuration.",
-				model.Duration(wait), what),
+			says{forDur: w, fill: []string{"wait", w, "work", what}},
 			map[string]string{vocab.LabelTask: task}))
 	}
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Reconcile)) {

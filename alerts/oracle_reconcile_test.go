@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
 // reconcileCase is a seeded history of the search_index job (every 5m:
@@ -125,11 +123,7 @@ func (c reconcileCase) notSucceeding(m int, limit int) (int, bool) {
 // rule of search_index in promtool, against the brute-force truth with its
 // for: of 5m. A seed that fails is kept in the list as a regression case.
 func TestReconcileNotSucceedingAgainstBruteForce(t *testing.T) {
-	for _, promtool := range testutil.Promtools(t) {
-		t.Run(promtoolName(t, promtool), func(t *testing.T) {
-			reconcileAgainstBruteForce(t, promtool, rangesClosed(t, promtool))
-		})
-	}
+	withEachPromtool(t, reconcileAgainstBruteForce)
 }
 
 // reconcileAgainstBruteForce is TestReconcileNotSucceedingAgainstBruteForce
@@ -162,7 +156,7 @@ func reconcileAgainstBruteForce(t *testing.T, promtool string, closed bool) {
 					"exp_labels": map[string]string{"severity": "warning", "job": "outbox_exporter", "k8s_cluster": "eu", "reconcile": "search_index"},
 					"exp_annotations": map[string]string{
 						"summary":     "A reconcile job has not succeeded since its last scheduled run should have ended.",
-						"description": fmt.Sprintf("Reconcile job search_index has not succeeded for %s; it is scheduled every 5m and a run may take 5m, so the run that should have ended by now failed, never ran or never ended. Lost events go unnoticed meanwhile.", humanizeDuration(v)),
+						"description": fmt.Sprintf("Reconcile job search_index has not succeeded for %s, longer than one interval of its schedule (every 5m) and the 5m a run may take: the run that should have ended by now failed, never ran or never ended. Lost events go unnoticed meanwhile.", humanizeDuration(v)),
 						"runbook_url": DefaultRunbookURL + "#outboxreconcilenotsucceeding",
 					},
 				})

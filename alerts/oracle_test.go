@@ -126,10 +126,15 @@ func humanizePercentage(r *big.Rat) string {
 // promtool, against the alerts worked out by brute force over every
 // sample. A seed that fails is kept in seeds as a regression case.
 func TestCollectorAlertsAgainstBruteForce(t *testing.T) {
+	withEachPromtool(t, collectorAgainstBruteForce)
+}
+
+// withEachPromtool runs test as a subtest with each promtool (2.x and
+// 3.x), telling it whether that promtool's ranges are closed.
+func withEachPromtool(t *testing.T, test func(t *testing.T, promtool string, closed bool)) {
 	for _, promtool := range testutil.Promtools(t) {
-		t.Run(promtoolName(t, promtool), func(t *testing.T) {
-			collectorAgainstBruteForce(t, promtool, rangesClosed(t, promtool))
-		})
+		closed := rangesClosed(t, promtool)
+		t.Run(promtoolName(closed), func(t *testing.T) { test(t, promtool, closed) })
 	}
 }
 
@@ -273,9 +278,9 @@ func rangesClosed(t *testing.T, promtool string) bool {
 	return false
 }
 
-// promtoolName names a promtool run for a subtest: "2.x" or "3.x".
-func promtoolName(t *testing.T, promtool string) string {
-	if rangesClosed(t, promtool) {
+// promtoolName names a promtool run for a subtest: 2.x or 3.x.
+func promtoolName(closed bool) string {
+	if closed {
 		return "promtool-2.x"
 	}
 	return "promtool-3.x"

@@ -17,38 +17,27 @@ func (b *builder) outboxAlerts() []Rule {
 		// share a name (promtool's duplicate-rule lint).
 		own := map[string]string{"outbox": name}
 
-		rules = append(rules, b.alert("OutboxNotificationDeadlineMissed", SeverityCritical,
+		labels := says{fill: []string{"labels", lt}}
+		rules = append(rules, b.alert("OutboxNotificationDeadlineMissed",
 			fmt.Sprintf("max by (%[1]s) (%[3]s%[2]s)\n> on (%[1]s)\nmax by (%[1]s) (%[4]s%[2]s)", by, sel, vocab.OutboxOldestPendingAge, vocab.OutboxDeadline),
-			"1m",
-			"An outbox event is older than its notification deadline.",
-			"The oldest unpublished event of outbox {{ $labels.outbox }}"+lt+" is {{ $value | humanizeDuration }} old, past its notification deadline.",
-			own))
+			labels, own))
 
 		rules = append(rules, b.standbyLag(s))
 
 		if hasLease(o) {
-			rules = append(rules, b.alert("OutboxLeaseExpiriesSustained", SeverityWarning,
+			rules = append(rules, b.alert("OutboxLeaseExpiriesSustained",
 				fmt.Sprintf("max by (%s) (rate(%s%s[10m])) * 60 > 0", b.by(vocab.LabelOutbox), vocab.OutboxLeaseExpirations, sel),
-				"15m",
-				"Relay leases keep expiring.",
-				"Leases on rows of outbox {{ $labels.outbox }} have expired for 15 minutes without pause ({{ $value | humanize }} per minute): relays die, hang or overrun their lease while publishing.",
-				own))
+				says{}, own))
 		}
 		if hasUnknown(o) {
-			rules = append(rules, b.alert("OutboxUnknownResultEvents", SeverityWarning,
+			rules = append(rules, b.alert("OutboxUnknownResultEvents",
 				fmt.Sprintf("max by (%s) (%s%s) > 0", by, vocab.OutboxUnknownResult, sel),
-				"15m",
-				"Outbox events have an unknown publish result.",
-				"Outbox {{ $labels.outbox }}"+lt+" has {{ $value }} events whose publish result is unknown: the broker may hold them, so their retry may duplicate them.",
-				own))
+				labels, own))
 		}
 		if hasDead(o) {
-			rules = append(rules, b.alert("OutboxDeadEvents", SeverityWarning,
+			rules = append(rules, b.alert("OutboxDeadEvents",
 				fmt.Sprintf("max by (%s) (%s%s) > 0", by, vocab.OutboxEvents, b.selector(eq(vocab.LabelOutbox, name), eq(vocab.LabelState, vocab.StateDead))),
-				"5m",
-				"Outbox events were abandoned.",
-				"Outbox {{ $labels.outbox }}"+lt+" holds {{ $value }} dead events: relays gave up on them and they will never be published unless someone replays them.",
-				own))
+				labels, own))
 		}
 		return rules
 	})
@@ -78,11 +67,9 @@ func hasDead(o *config.Outbox) bool {
 // deadline would page at least half a deadline late, and rows published
 // on the primary still look unpublished.
 func (b *builder) standbyLag(s outboxScope) Rule {
-	return b.alert("OutboxStandbyReplayLagEatsDeadline", SeverityWarning,
+	return b.alert("OutboxStandbyReplayLagEatsDeadline",
 		fmt.Sprintf("max by (%s) ("+vocab.DatabaseReplayLag+"%s)\n> on (%s) group_right\n0.5 * min by (%s) ("+vocab.OutboxDeadline+"%s)",
 			b.by(), b.selector(eq(vocab.LabelDatabase, s.o.Database)), b.by(), b.by(vocab.LabelOutbox), s.sel),
-		"2m",
-		"The standby an outbox is read from lags behind by more than half its deadline.",
-		"Outbox {{ $labels.outbox }} is read from database "+s.o.Database+", a standby whose replay is {{ $value | humanizeDuration }} behind the primary: more than half the outbox's shortest deadline. Its ages and counts are that old; a missed deadline pages late.",
+		says{fill: []string{"database", s.o.Database, "outboxes", "outbox {{ $labels.outbox }}, read from it"}},
 		map[string]string{"outbox": s.name})
 }

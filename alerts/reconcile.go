@@ -61,18 +61,12 @@ func (b *builder) reconcileAlerts() []Rule {
 func (b *builder) reconcileGapAlerts() []Rule {
 	critical := vocab.GapKindsOf(vocab.Critical)
 	return []Rule{
-		b.alert("OutboxReconcileMissingOutbox", SeverityCritical,
+		b.alert("OutboxReconcileMissingOutbox",
 			fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelReconcile), vocab.ReconcileGaps, b.selector(kindIn(critical, true))),
-			"1m",
-			"Committed rows have no outbox event: their events are lost.",
-			"Reconcile job {{ $labels.reconcile }} found {{ $value }} committed authority rows with no outbox row for their key and version: the events were never written and no relay will ever publish them.",
-			nil),
-		b.alert("OutboxReconcileGaps", SeverityWarning,
+			says{}, nil),
+		b.alert("OutboxReconcileGaps",
 			fmt.Sprintf("max by (%s) (%s%s) > 0", b.by(vocab.LabelReconcile, vocab.LabelKind), vocab.ReconcileGaps, b.selector(kindIn(critical, false))),
-			"10m",
-			"The target of a reconcile job disagrees with its authority.",
-			"Reconcile job {{ $labels.reconcile }} found {{ $value }} gaps of kind {{ $labels.kind }} between the authority and the target.",
-			nil),
+			says{}, nil),
 	}
 }
 
@@ -96,18 +90,14 @@ func (b *builder) reconcileJobAlerts(name string, r *config.ReconcileJob) []Rule
 	notSucceeding := fmt.Sprintf("time() - max by (%[1]s) (max_over_time("+vocab.ReconcileLastSuccess+"%[2]s[%[3]s])) > %[4]d\nor\n"+
 		"max by (%[1]s) (present_over_time("+vocab.ReconcileRunning+"%[2]s[%[3]s] offset %[3]s)) * %[4]d\nunless on (%[1]s)\nmax by (%[1]s) (present_over_time("+vocab.ReconcileLastSuccess+"%[2]s[%[3]s]))",
 		by, sel, lookback, limit)
+	run := model.Duration(RunLimit(r.Schedule))
 	return []Rule{
-		b.alert("OutboxReconcileNotSucceeding", SeverityWarning, notSucceeding, "5m",
-			"A reconcile job has not succeeded since its last scheduled run should have ended.",
-			fmt.Sprintf("Reconcile job {{ $labels.reconcile }} has not succeeded for {{ $value | humanizeDuration }}; it is scheduled %s and a run may take %s, so the run that should have ended by now failed, never ran or never ended. Lost events go unnoticed meanwhile.",
-				quoteSchedule(r.Schedule), model.Duration(RunLimit(r.Schedule))),
+		b.alert("OutboxReconcileNotSucceeding", notSucceeding,
+			says{fill: []string{"limit", fmt.Sprintf("one interval of its schedule (%s) and the %s a run may take", quoteSchedule(r.Schedule), run)}},
 			own),
-		b.alert("OutboxReconcileRunTooLong", SeverityWarning,
+		b.alert("OutboxReconcileRunTooLong",
 			fmt.Sprintf("max by (%s) ("+vocab.ReconcileRunning+"%s) > %d", by, sel, int64(RunLimit(r.Schedule)/time.Second)),
-			"5m",
-			"A reconcile run has been running longer than its schedule allows.",
-			fmt.Sprintf("The run of reconcile job {{ $labels.reconcile }} in progress has been running for {{ $value | humanizeDuration }}, more than the %s a run scheduled %s may take: it is stuck (a held lock, a slow target) and no run of the job ends meanwhile, the first one included.",
-				model.Duration(RunLimit(r.Schedule)), quoteSchedule(r.Schedule)),
+			says{fill: []string{"limit", fmt.Sprintf("the %s a run scheduled %s may take", run, quoteSchedule(r.Schedule))}},
 			own),
 	}
 }

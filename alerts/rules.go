@@ -226,26 +226,6 @@ func Anchor(heading string) string {
 	return sb.String()
 }
 
-// alert builds an alerting rule with the conventional labels and
-// annotations.
-func (b *builder) alert(name, severity, expr, forDur, summary, description string, extraLabels map[string]string) Rule {
-	labels := map[string]string{"severity": severity}
-	for k, v := range extraLabels {
-		labels[k] = v
-	}
-	return Rule{
-		Alert:  name,
-		Expr:   expr,
-		For:    forDur,
-		Labels: labels,
-		Annotations: map[string]string{
-			"summary":     summary,
-			"description": description,
-			"runbook_url": b.runbook(name),
-		},
-	}
-}
-
 // outboxScope is what an outbox's rules share: its name and config, the
 // grouping labels of its per-label metrics (by), the selector of its
 // series (sel) and its labels rendered for a description (lt).

@@ -55,6 +55,14 @@ var burns = []burn{
 	{1, "3d", "6h", SeverityWarning, "3h"},
 }
 
+// says fills the burn-rate text for condition c against objective: its
+// windows, its for: and how many days the budget lasts at its rate.
+func (c burn) says(objective string) says {
+	days := strconv.FormatFloat(float64(int(300/c.factor+0.5))/10, 'f', -1, 64)
+	return says{severity: c.severity, forDur: c.forDur,
+		fill: []string{"long", c.long, "short", c.short, "objective", objective, "days", days}}
+}
+
 // MinLateEvents is the low-traffic guard of the burn-rate alerts: the
 // long window must hold at least this many late events. One late event
 // among a handful an hour is a large ratio but no reason to page.
@@ -107,15 +115,8 @@ func (b *builder) sloAlerts() []Rule {
 		obj := strconv.FormatFloat(o.SLOObjective, 'f', -1, 64)
 		pct := strconv.FormatFloat(o.SLOObjective*100, 'f', -1, 64) + "%"
 		for _, c := range burns {
-			days := strconv.FormatFloat(float64(int(300/c.factor+0.5))/10, 'f', -1, 64)
-			summary := "Events are published late fast enough to spend the error budget within days."
-			if c.severity == SeverityWarning {
-				summary = "Events are published late fast enough to spend the error budget this month."
-			}
-			rules = append(rules, b.alert("OutboxPublishDeadlineBudgetBurn", c.severity, b.burnExpr(name, o, obj, c), c.forDur,
-				summary,
-				fmt.Sprintf("{{ $value | humanizePercentage }} of the events of outbox {{ $labels.outbox }} were published after their deadline over the last %s (and the last %s); the objective is %s on time. At this rate the 30-day error budget is gone in %s days.",
-					c.long, c.short, pct, days),
+			rules = append(rules, b.alert("OutboxPublishDeadlineBudgetBurn", b.burnExpr(name, o, obj, c),
+				c.says("its objective of "+pct+" on time"),
 				map[string]string{"outbox": name, "long": c.long, "short": c.short}))
 		}
 	}
