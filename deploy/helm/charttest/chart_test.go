@@ -59,15 +59,7 @@ func newOf(apiVersion, kind string) (any, error) {
 // field, a wrong type or an unknown kind is an error.
 func render(t *testing.T, values map[string]any) []object {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatalf("load chart: %v", err)
-	}
-	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: "outbox", Namespace: "monitoring", IsInstall: true}, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatalf("values: %v", err)
-	}
-	out, err := engine.Render(ch, vals)
+	out, err := renderFiles(t, values)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -109,6 +101,25 @@ func render(t *testing.T, values map[string]any) []object {
 		}
 	}
 	return objs
+}
+
+// renderFiles renders the chart with values over its defaults, as `helm
+// template` does, into its files by name; a template's fail is the error.
+func renderFiles(t *testing.T, values map[string]any) (map[string]string, error) {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: "outbox", Namespace: "monitoring", IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatalf("values: %v", err)
+	}
+	out, err := engine.Render(ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart: %w", err)
+	}
+	return out, nil
 }
 
 // splitDocs splits a rendered template into its non-empty YAML documents.

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -132,10 +129,6 @@ func TestChartReferenceOptions(t *testing.T) {
 // TestChartNotes renders NOTES.txt, which says how to reach the exporter
 // and whether anything pages.
 func TestChartNotes(t *testing.T) {
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		values map[string]any
 		want   []string
@@ -143,11 +136,7 @@ func TestChartNotes(t *testing.T) {
 		{nil, []string{"port-forward svc/outbox-outbox-exporter 9899", "outbox_exporter check", "No ServiceMonitor", "nothing pages"}},
 		{referenceValues, []string{`carries {"release":"kube-prometheus-stack"}`, "read every threshold from the exporter's series"}},
 	} {
-		vals, err := chartutil.ToRenderValues(ch, c.values, chartutil.ReleaseOptions{Name: "outbox", Namespace: "monitoring", IsInstall: true}, chartutil.DefaultCapabilities)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := engine.Render(ch, vals)
+		out, err := renderFiles(t, c.values)
 		if err != nil {
 			t.Fatal(err)
 		}
