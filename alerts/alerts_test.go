@@ -41,7 +41,6 @@ func TestPromtoolCheckRules(t *testing.T) {
 // rules of two outboxes without the labels that tell them apart are
 // duplicates to promtool.
 func TestPromtoolLintFindsDuplicates(t *testing.T) {
-	promtool := requireTool(t, "promtool")
 	f, err := Build(multiConfig(t))
 	if err != nil {
 		t.Fatal(err)
@@ -62,9 +61,11 @@ func TestPromtoolLintFindsDuplicates(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", p).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "duplicate") {
-		t.Errorf("promtool passed rules without their telling labels: %v\n%s", err, out)
+	for _, promtool := range testutil.Promtools(t) {
+		out, err := exec.Command(promtool, "check", "rules", "--lint=all", "--lint-fatal", p).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "duplicate") {
+			t.Errorf("%s passed rules without their telling labels: %v\n%s", promtool, err, out)
+		}
 	}
 }
 
