@@ -37,7 +37,10 @@ type timedOut struct {
 // deadline, until the partition's last stable offset has passed the
 // records (only the abort marker ends that transaction), and only then
 // closes the producer (closing a franz-go producer does not end its
-// transaction either).
+// transaction either). Two groups commit at its first record, one reading
+// with read_committed isolation, one with read_uncommitted, so that every
+// seed has the case (Kafka's LAG counts the aborted records and the
+// marker; only a read_uncommitted consumer has them to read).
 func abortedByTimeout(t *testing.T, h *history, e kenv, k *config.Kafka, adm *kadm.Client, rng *rand.Rand) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -63,6 +66,15 @@ func abortedByTimeout(t *testing.T, h *history, e kenv, k *config.Kafka, adm *ka
 	}
 	h.timedOut = &timedOut{part: p, first: rs[0].Offset, last: rs[len(rs)-1].Offset}
 	waitStable(ctx, t, adm, h.topic, p, h.timedOut.last+1)
+	if k.Isolations == nil {
+		k.Isolations = map[string]string{}
+	}
+	for i, iso := range []string{config.IsolationReadCommitted, config.IsolationReadUncommitted} {
+		g := e.n(fmt.Sprintf("gt%d", i))
+		h.groups = append(h.groups, g)
+		k.Isolations[g] = iso
+		commit(t, adm, g, h.topic, map[int32]int64{p: h.timedOut.first})
+	}
 }
 
 // waitStable waits until partition p of topic has a last stable offset of
@@ -183,12 +195,15 @@ func checkLive(t *testing.T, h history, rows []kafkatest.LagRow, got map[string]
 	}
 }
 
-// readUncommittedGroups makes a seeded half of h's groups read with
-// read_uncommitted isolation (kafka.NAME.isolations).
+// readUncommittedGroups makes a seeded half of h's groups that have no
+// isolation yet read with read_uncommitted isolation
+// (kafka.NAME.isolations).
 func readUncommittedGroups(h *history, k *config.Kafka, rng *rand.Rand) {
-	k.Isolations = map[string]string{}
+	if k.Isolations == nil {
+		k.Isolations = map[string]string{}
+	}
 	for _, g := range h.groups {
-		if rng.IntN(2) == 0 {
+		if _, ok := k.Isolations[g]; !ok && rng.IntN(2) == 0 {
 			k.Isolations[g] = config.IsolationReadUncommitted
 		}
 	}

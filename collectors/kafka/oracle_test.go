@@ -126,8 +126,14 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng, later *rand.Rand) hist
 	}
 	joinLive(t, &h, e, k, adm, later)
 	readUncommittedGroups(&h, k, later)
+	var ru []string
+	for _, g := range h.groups {
+		if k.ReadUncommitted(g) {
+			ru = append(ru, g)
+		}
+	}
 	t.Logf("history: %d partitions, groups %v (read_uncommitted: %v), live %v, timed out %+v, open on %d at %d (%v), share %q",
-		h.parts, h.groups, slices.Sorted(maps.Keys(k.Isolations)), h.live, *h.timedOut, h.openPart, h.openAt, h.open != nil, h.share)
+		h.parts, h.groups, ru, h.live, *h.timedOut, h.openPart, h.openAt, h.open != nil, h.share)
 	h.at = kafkaBase.Add(time.Duration(*h.n+100) * time.Second)
 	return h
 }
