@@ -40,8 +40,10 @@ type timedOut struct {
 // transaction either). Two groups commit at its first record, one reading
 // with read_committed isolation, one with read_uncommitted, so that every
 // seed has the case (Kafka's LAG counts the aborted records and the
-// marker; only a read_uncommitted consumer has them to read).
-func abortedByTimeout(t *testing.T, h *history, e kenv, k *config.Kafka, adm *kadm.Client, rng *rand.Rand) {
+// marker; only a read_uncommitted consumer has them to read). A seeded
+// half of the histories then write plain records after it, so that a
+// read_committed group's first record to read lies past the aborted ones.
+func abortedByTimeout(t *testing.T, h *history, e kenv, k *config.Kafka, cl *kgo.Client, adm *kadm.Client, rng *rand.Rand) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -66,6 +68,11 @@ func abortedByTimeout(t *testing.T, h *history, e kenv, k *config.Kafka, adm *ka
 	}
 	h.timedOut = &timedOut{part: p, first: rs[0].Offset, last: rs[len(rs)-1].Offset}
 	waitStable(ctx, t, adm, h.topic, p, h.timedOut.last+1)
+	if rng.IntN(2) == 0 {
+		if err := cl.ProduceSync(ctx, h.rec(p), h.rec(p)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if k.Isolations == nil {
 		k.Isolations = map[string]string{}
 	}

@@ -97,7 +97,7 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng, later *rand.Rand) hist
 	for p := int32(0); p < h.parts; p++ {
 		produceRandom(ctx, t, &h, cl, tx, p, rng)
 	}
-	abortedByTimeout(t, &h, e, k, adm, later)
+	abortedByTimeout(t, &h, e, k, cl, adm, later)
 	ends := listed(t, adm.ListEndOffsets, h.topic)
 	deleteSome(ctx, t, &h, adm, ends, rng)
 	// Groups commit anywhere up to the high watermark, markers included.
