@@ -52,11 +52,13 @@ type history struct {
 }
 
 // TestKafkaOracle generates seeded histories on the real broker (plain
-// records, committed, aborted and open transactions, DeleteRecords,
-// commits anywhere including on markers, a partition added after the
-// commits) and compares, partition by partition, the exporter's offset lag
-// with Kafka's own ConsumerGroupCommand, and its time lag with a
-// read_committed consumer's view of the records, read from the start.
+// records, committed, aborted and open transactions, a transaction the
+// broker aborts on its timeout, DeleteRecords, commits anywhere including
+// on markers, a partition added after the commits, KIP-848 and classic
+// groups whose live member never commits) and compares, partition by
+// partition, the exporter's offset lag with Kafka's own
+// ConsumerGroupCommand, and its time lag with the records as a
+// read_committed or read_uncommitted consumer reads them from the start.
 func TestKafkaOracle(t *testing.T) {
 	b := kafkatest.Shared(t)
 	seeds := append([]uint64(nil), oracleFaultSeeds...)
@@ -77,9 +79,11 @@ func TestKafkaOracle(t *testing.T) {
 	}
 }
 
-// generate writes one seeded history and returns it: the steps drawing
-// from rng, then those drawing from later (a second stream of the seed, so
-// that adding them changed no earlier draw).
+// generate writes one seeded history and returns it. The steps added
+// after the fault seeds were found (a transaction aborted on its timeout,
+// live members, isolations) draw from later, a second stream of the seed,
+// so that the first steps make the draws they made then (a draw bounded by
+// an offset can still land elsewhere).
 func generate(t *testing.T, e kenv, k *config.Kafka, rng, later *rand.Rand) history {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -126,12 +130,7 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng, later *rand.Rand) hist
 	}
 	joinLive(t, &h, e, k, adm, later)
 	readUncommittedGroups(&h, k, later)
-	var ru []string
-	for _, g := range h.groups {
-		if k.ReadUncommitted(g) {
-			ru = append(ru, g)
-		}
-	}
+	ru := slices.DeleteFunc(slices.Clone(h.groups), func(g string) bool { return !k.ReadUncommitted(g) })
 	t.Logf("history: %d partitions, groups %v (read_uncommitted: %v), live %v, timed out %+v, open on %d at %d (%v), share %q",
 		h.parts, h.groups, ru, h.live, *h.timedOut, h.openPart, h.openAt, h.open != nil, h.share)
 	h.at = kafkaBase.Add(time.Duration(*h.n+100) * time.Second)
