@@ -104,8 +104,8 @@ func waitStable(ctx context.Context, t *testing.T, adm *kadm.Client, topic strin
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s[%d]: no abort on timeout: last stable offset %d, high watermark %d, want past %d (%v, %v)",
-				topic, p, lso.Offset, hwm.Offset, want, err1, err2)
+			t.Fatalf("%s[%d]: the broker never aborted the transaction: last stable offset %d (want %d), high watermark %d (want more) (%v, %v)",
+				topic, p, lso.Offset, want, hwm.Offset, err1, err2)
 		case <-tick.C:
 		}
 	}
