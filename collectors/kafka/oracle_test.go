@@ -299,8 +299,11 @@ func checkGroup(t *testing.T, h history, g string, rows []kafkatest.LagRow, got 
 		}
 		pk := fmt.Sprintf("outbox_consumer_partition_lag_messages{group=%s,partition=%d,topic=%s}", g, r.Partition, h.topic)
 		if !r.LagOK {
-			if _, ok := got[pk]; ok {
-				t.Errorf("%s: Kafka shows no lag, the exporter %v", pk, got[pk])
+			sk := fmt.Sprintf("outbox_consumer_partition_lag_seconds{group=%s,partition=%d,topic=%s}", g, r.Partition, h.topic)
+			for _, k := range []string{pk, sk} {
+				if _, ok := got[k]; ok {
+					t.Errorf("%s: Kafka shows no lag, the exporter %v", k, got[k])
+				}
 			}
 			continue
 		}
