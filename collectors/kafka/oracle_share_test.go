@@ -57,9 +57,8 @@ type shareTool struct {
 // ShareGroupCommand (LAG, summed) and its time lag with the records a
 // read_uncommitted reader sees at or after each partition's reported
 // start offset (Kafka's default share.isolation.level).
-func checkShareOracle(t *testing.T, k *config.Kafka, h history, tool shareTool, got map[string]float64, starts, ends map[int32]int64) {
+func checkShareOracle(t *testing.T, h history, tool shareTool, got map[string]float64, starts, ends map[int32]int64, records map[int32][]visibleRecord) {
 	rows, out := tool.rows, tool.out
-	records := readRecords(t, k, h, kgo.ReadUncommitted())
 	var lag int64
 	var secs float64
 	n := 0

@@ -45,14 +45,20 @@ type history struct {
 	marks *map[int32]int64
 	// share is the share group, "" when the seed has none.
 	share string
+	// timedOut is the transaction the broker aborted on its timeout.
+	timedOut *timedOut
+	// live are the groups with a live member that never commits.
+	live []string
 }
 
 // TestKafkaOracle generates seeded histories on the real broker (plain
-// records, committed, aborted and open transactions, DeleteRecords,
-// commits anywhere including on markers, a partition added after the
-// commits) and compares, partition by partition, the exporter's offset lag
-// with Kafka's own ConsumerGroupCommand, and its time lag with a
-// read_committed consumer's view of the records, read from the start.
+// records, committed, aborted and open transactions, a transaction the
+// broker aborts on its timeout, DeleteRecords, commits anywhere including
+// on markers, a partition added after the commits, KIP-848 and classic
+// groups whose live member never commits) and compares, partition by
+// partition, the exporter's offset lag with Kafka's own
+// ConsumerGroupCommand, and its time lag with the records as a
+// read_committed or read_uncommitted consumer reads them from the start.
 func TestKafkaOracle(t *testing.T) {
 	b := kafkatest.Shared(t)
 	seeds := append([]uint64(nil), oracleFaultSeeds...)
@@ -67,16 +73,21 @@ func TestKafkaOracle(t *testing.T) {
 			k := kafkaCfg(e.Brokers(), e.pat("/g.*/"))
 			k.PerPartition = true
 			k.ShareGroups = []string{e.pat("/s.*/")}
-			h := generate(t, e, k, rand.New(rand.NewPCG(seed, 27)))
+			h := generate(t, e, k, rand.New(rand.NewPCG(seed, 27)), rand.New(rand.NewPCG(seed, 28)))
 			checkOracle(t, b, k, h)
 		})
 	}
 }
 
-// generate writes one seeded history and returns it.
-func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
+// generate writes one seeded history and returns it. The steps added
+// after the fault seeds were found (a transaction aborted on its timeout,
+// live members, isolations) draw from later, a second stream of the seed,
+// so that the first steps make the draws they made then (a draw bounded by
+// an offset can still land elsewhere).
+func generate(t *testing.T, e kenv, k *config.Kafka, rng, later *rand.Rand) history {
 	t.Helper()
-	ctx := kafkaCtx(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	cl, adm := kafkaAdmin(t, k)
 	h := history{topic: e.n("t"), parts: 1 + rng.Int32N(3), n: new(int), marks: &map[int32]int64{}}
 	if _, err := adm.CreateTopic(ctx, h.parts, 1, nil, h.topic); err != nil {
@@ -90,6 +101,7 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 	for p := int32(0); p < h.parts; p++ {
 		produceRandom(ctx, t, &h, cl, tx, p, rng)
 	}
+	abortedByTimeout(t, &h, e, k, cl, adm, later)
 	ends := listed(t, adm.ListEndOffsets, h.topic)
 	deleteSome(ctx, t, &h, adm, ends, rng)
 	// Groups commit anywhere up to the high watermark, markers included.
@@ -116,6 +128,11 @@ func generate(t *testing.T, e kenv, k *config.Kafka, rng *rand.Rand) history {
 		h.share = e.n("s0")
 		shareAckSome(t, k, cl, h.share, h.topic, rng)
 	}
+	joinLive(t, &h, e, k, adm, later)
+	readUncommittedGroups(&h, k, later)
+	ru := slices.DeleteFunc(slices.Clone(h.groups), func(g string) bool { return !k.ReadUncommitted(g) })
+	t.Logf("history: %d partitions, groups %v (read_uncommitted: %v), live %v, timed out %+v, open on %d at %d (%v), share %q",
+		h.parts, h.groups, ru, h.live, *h.timedOut, h.openPart, h.openAt, h.open != nil, h.share)
 	h.at = kafkaBase.Add(time.Duration(*h.n+100) * time.Second)
 	return h
 }
@@ -216,7 +233,8 @@ func (h history) rec(p int32) *kgo.Record {
 }
 
 // checkOracle scrapes the exporter and compares it with Kafka's tool and
-// with the records as a read_committed consumer reads them.
+// with the records as each group's consumers read them (read_committed or
+// read_uncommitted, read from the start).
 func checkOracle(t *testing.T, b *kafkatest.Broker, k *config.Kafka, h history) {
 	_, adm := kafkaAdmin(t, k)
 	starts := listed(t, adm.ListStartOffsets, h.topic)
@@ -240,57 +258,84 @@ func checkOracle(t *testing.T, b *kafkatest.Broker, k *config.Kafka, h history) 
 			t.Fatal(err)
 		}
 	}
-	visible := readCommitted(t, k, h)
+	committed := readCommitted(t, k, h)
+	uncommitted := readRecords(t, k, h, kgo.ReadUncommitted())
+	checkTimedOut(t, h, starts, committed, uncommitted)
 	for _, g := range h.groups {
-		commits := map[int32]int64{}
-		var lag int64
-		for _, r := range rows {
-			if r.Group != g || r.Topic != h.topic {
-				continue
-			}
-			pk := fmt.Sprintf("outbox_consumer_partition_lag_messages{group=%s,partition=%d,topic=%s}", g, r.Partition, h.topic)
-			if !r.LagOK {
-				if _, ok := got[pk]; ok {
-					t.Errorf("%s: Kafka shows no lag, the exporter %v", pk, got[pk])
-				}
-				continue
-			}
-			commits[r.Partition] = r.Offset
-			lag += r.Lag
-			if got[pk] != float64(r.Lag) {
-				t.Errorf("%s = %v, Kafka's LAG %d", pk, got[pk], r.Lag)
-			}
+		// A read_committed consumer reads data records below the last
+		// stable offset, a read_uncommitted one all data records below
+		// the high watermark.
+		read := groupRead{records: committed, bound: stable}
+		if k.ReadUncommitted(g) {
+			read = groupRead{records: uncommitted, bound: ends}
 		}
-		var lost int64
-		var secs float64
-		for p, c := range commits {
-			lost += max(starts[p]-c, 0)
-			from := max(c, starts[p])
-			ps := 0.0
-			for _, v := range visible[p] {
-				if v.off >= from && v.off < stable[p] {
-					ps = h.at.Sub(v.ts).Seconds()
-					break
-				}
-			}
-			secs = max(secs, ps)
-			if sk := fmt.Sprintf("outbox_consumer_partition_lag_seconds{group=%s,partition=%d,topic=%s}", g, p, h.topic); got[sk] != ps {
-				t.Errorf("%s = %v, the records say %v", sk, got[sk], ps)
-			}
-		}
-		wantSeries(t, got, map[string]float64{
-			lagKey("outbox_consumer_lag_messages", g, h.topic):            float64(lag),
-			lagKey("outbox_consumer_lag_seconds", g, h.topic):             secs,
-			lagKey("outbox_consumer_retention_lost_messages", g, h.topic): float64(lost),
-			lagKey("outbox_consumer_uncommitted_partitions", g, h.topic):  float64(int(h.parts) - len(commits)),
-		}, 0.001)
+		checkGroup(t, h, g, rows, got, starts, read)
 	}
+	checkLive(t, h, rows, got)
 	if t.Failed() {
 		t.Logf("ConsumerGroupCommand:\n%s", out)
 	}
 	if h.share != "" {
-		checkShareOracle(t, k, h, share, got, starts, ends)
+		checkShareOracle(t, h, share, got, starts, ends, uncommitted)
 	}
+}
+
+// groupRead is what a group's consumers read of each partition: records,
+// and the offset they read up to at the scrape.
+type groupRead struct {
+	records map[int32][]visibleRecord
+	bound   map[int32]int64
+}
+
+// checkGroup compares group g's series with Kafka's rows (LAG by
+// partition, summed) and with the age of the first record its consumers
+// still have to read.
+func checkGroup(t *testing.T, h history, g string, rows []kafkatest.LagRow, got map[string]float64, starts map[int32]int64, read groupRead) {
+	commits := map[int32]int64{}
+	var lag int64
+	for _, r := range rows {
+		if r.Group != g || r.Topic != h.topic {
+			continue
+		}
+		pk := fmt.Sprintf("outbox_consumer_partition_lag_messages{group=%s,partition=%d,topic=%s}", g, r.Partition, h.topic)
+		if !r.LagOK {
+			sk := fmt.Sprintf("outbox_consumer_partition_lag_seconds{group=%s,partition=%d,topic=%s}", g, r.Partition, h.topic)
+			for _, k := range []string{pk, sk} {
+				if _, ok := got[k]; ok {
+					t.Errorf("%s: Kafka shows no lag, the exporter %v", k, got[k])
+				}
+			}
+			continue
+		}
+		commits[r.Partition] = r.Offset
+		lag += r.Lag
+		if got[pk] != float64(r.Lag) {
+			t.Errorf("%s = %v, Kafka's LAG %d", pk, got[pk], r.Lag)
+		}
+	}
+	var lost int64
+	var secs float64
+	for p, c := range commits {
+		lost += max(starts[p]-c, 0)
+		from := max(c, starts[p])
+		ps := 0.0
+		for _, v := range read.records[p] {
+			if v.off >= from && v.off < read.bound[p] {
+				ps = h.at.Sub(v.ts).Seconds()
+				break
+			}
+		}
+		secs = max(secs, ps)
+		if sk := fmt.Sprintf("outbox_consumer_partition_lag_seconds{group=%s,partition=%d,topic=%s}", g, p, h.topic); got[sk] != ps {
+			t.Errorf("%s = %v, the records say %v", sk, got[sk], ps)
+		}
+	}
+	wantSeries(t, got, map[string]float64{
+		lagKey("outbox_consumer_lag_messages", g, h.topic):            float64(lag),
+		lagKey("outbox_consumer_lag_seconds", g, h.topic):             secs,
+		lagKey("outbox_consumer_retention_lost_messages", g, h.topic): float64(lost),
+		lagKey("outbox_consumer_uncommitted_partitions", g, h.topic):  float64(int(h.parts) - len(commits)),
+	}, 0.001)
 }
 
 // visibleRecord is a data record a read_committed consumer reads.

@@ -63,6 +63,12 @@ type Options struct {
 	// including their minimums, so tests see members leave quickly.
 	ConsumerSession   time.Duration
 	ConsumerHeartbeat time.Duration
+	// TxnAbortInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms: how
+	// often the broker aborts transactions open past their producer's
+	// transaction.timeout.ms (Kafka's default is 10 s; 250 ms here, so a
+	// test sees the abort within its timeout plus a fraction of a second).
+	TxnAbortInterval time.Duration
 	// Extra are more server.properties lines; they win over the above.
 	Extra map[string]string
 	// StartTimeout bounds format + start + first answer; default 5 min
@@ -322,9 +328,10 @@ func (b *Broker) writeConfig(id int, ctrl string, o Options) error {
 		"group.initial.rebalance.delay.ms":                 "0",
 		"log.retention.check.interval.ms":                  ms(o.RetentionCheckInterval, 500*time.Millisecond),
 		// Retention and the cleaner start 30 s after boot by default.
-		"log.initial.task.delay.ms": "0",
-		"log.cleaner.backoff.ms":    "500",
-		"auto.create.topics.enable": "false",
+		"log.initial.task.delay.ms":                                   "0",
+		"log.cleaner.backoff.ms":                                      "500",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": ms(o.TxnAbortInterval, 250*time.Millisecond),
+		"auto.create.topics.enable":                                   "false",
 		// Tests write records with old timestamps: the default 7-day
 		// retention would delete them as soon as a segment rolls. A
 		// test wanting retention sets retention.ms on its topic.

@@ -2,7 +2,9 @@ package kafkatest
 
 import (
 	"context"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +62,28 @@ func TestBrokerAndConsoleConsumer(t *testing.T) {
 			t.Fatalf("%s: describe: %v", proto, err)
 		}
 		t.Logf("%s group %s: %+v", proto, group, dg[group].State)
+	}
+}
+
+// The broker looks for transactions open past their timeout every 250 ms
+// unless told otherwise, so that a test sees the broker abort one within
+// seconds.
+func TestConfigTxnAbortInterval(t *testing.T) {
+	const key = "transaction.abort.timed.out.transaction.cleanup.interval.ms="
+	for _, c := range []struct {
+		opt  time.Duration
+		want string
+	}{{0, "250"}, {3 * time.Second, "3000"}} {
+		b := &Broker{dir: t.TempDir(), addr: "127.0.0.1:1"}
+		if err := b.writeConfig(1, "127.0.0.1:2", Options{TxnAbortInterval: c.opt}); err != nil {
+			t.Fatal(err)
+		}
+		props, err := os.ReadFile(b.path("server.properties"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(props), "\n"+key+c.want+"\n") {
+			t.Errorf("TxnAbortInterval %v: server.properties has no %s%s:\n%s", c.opt, key, c.want, props)
+		}
 	}
 }
