@@ -21,9 +21,11 @@ import (
 // stream of the seed, so that the earlier steps draw what they always drew.
 
 // txnTimeout is the transaction.timeout.ms of the transaction left for
-// the broker to abort. The test broker looks for timed-out transactions
-// every 250 ms (kafkatest.Options.TxnAbortInterval).
-const txnTimeout = 2 * time.Second
+// the broker to abort: long enough that a produce on a busy machine lands
+// well before it (the timer starts when the partition joins the
+// transaction), short enough not to slow the test much. The test broker
+// looks for timed-out transactions every 250 ms (kafkatest.Options.TxnAbortInterval).
+const txnTimeout = 5 * time.Second
 
 // timedOut is a transaction the broker aborted on its timeout: records
 // first..last on partition part.
