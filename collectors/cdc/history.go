@@ -64,6 +64,10 @@ type History struct {
 	// so a burst of scrapes cannot push the history's reach down to
 	// seconds.
 	minGap time.Duration
+	// seeded is true while the oldest sample came from Seed (the last
+	// checkpoint), not from a collection: the interval after it is not a
+	// collection interval and may be hours long.
+	seeded bool
 }
 
 // NewHistory returns a History keeping at most size samples, at least
@@ -90,20 +94,25 @@ func (h *History) Add(at time.Time, lsn LSN) {
 		last := h.idx(h.n - 1)
 		switch {
 		case lsn < h.lsn[last]:
-			h.start, h.n = 0, 0
+			h.start, h.n, h.seeded = 0, 0, false
 		case t < h.at[last]:
 			return
 		case lsn == h.lsn[last], h.n > 1 && time.Duration(t-h.at[h.idx(h.n-2)]) < h.minGap:
 			// An unchanged position needs only its latest time: the
 			// position left lsn after it. A sample too close to the one
-			// before the newest replaces the newest.
+			// before the newest replaces the newest. A seed alone is
+			// now a collection's own observation.
 			h.at[last], h.lsn[last] = t, lsn
+			if h.n == 1 {
+				h.seeded = false
+			}
 			return
 		}
 	}
 	if h.n == len(h.at) {
 		h.start = h.idx(1)
 		h.n--
+		h.seeded = false
 	}
 	i := h.idx(h.n)
 	h.at[i], h.lsn[i] = t, lsn
@@ -131,6 +140,7 @@ func (h *History) Seed(at time.Time, lsn LSN) {
 	h.start = (h.start - 1 + len(h.at)) % len(h.at)
 	h.at[h.start], h.lsn[h.start] = t, lsn
 	h.n++
+	h.seeded = true
 }
 
 // Len returns how many samples are kept.
@@ -164,6 +174,11 @@ type Position struct {
 	// passed the LSN in: the truth lies within Resolution after At. Zero
 	// when the history cannot place it.
 	Resolution time.Duration
+	// UpperBound is true when the LSN lies after a seeded observation
+	// (the last checkpoint) and before the first collection's sample: At
+	// is never later than the truth, but it may be earlier by more than
+	// one collection interval, by as much as Resolution.
+	UpperBound bool
 	// CaughtUp is true when the LSN is at or past the newest sample.
 	CaughtUp bool
 }
@@ -206,5 +221,6 @@ func (h *History) When(lsn LSN) (p Position, ok bool) {
 		}
 	}
 	a, b := h.idx(lo), h.idx(hi)
-	return Position{At: time.Unix(0, h.at[a]), Resolution: time.Duration(h.at[b] - h.at[a])}, true
+	return Position{At: time.Unix(0, h.at[a]), Resolution: time.Duration(h.at[b] - h.at[a]),
+		UpperBound: lo == 0 && h.seeded}, true
 }
