@@ -166,7 +166,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		if cp, err := ReadCheckpoint(ctx, c.db); err != nil {
 			c.logger.Debug("no checkpoint to seed the WAL history; lag seconds start from the first collection", "database", c.database, "err", err)
 		} else {
-			c.hist.Seed(cp.At, cp.LSN)
+			c.hist.SeedRange(cp.Before, cp.Reached, cp.Redo)
 		}
 	}
 	var errs []error

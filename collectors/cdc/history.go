@@ -68,6 +68,9 @@ type History struct {
 	// checkpoint), not from a collection: the interval after it is not a
 	// collection interval and may be hours long.
 	seeded bool
+	// seedReached is when the position had surely reached the seed's:
+	// the time a lower bound behind the seed counts from.
+	seedReached int64
 }
 
 // NewHistory returns a History keeping at most size samples, at least
@@ -119,14 +122,22 @@ func (h *History) Add(at time.Time, lsn LSN) {
 	h.n++
 }
 
-// Seed records an older observation, such as the last checkpoint's time
-// and redo position, in front of the history when it is older than
-// everything kept and not ahead of it; otherwise it is ignored. It gives
-// the first collections after a start something to measure against.
-func (h *History) Seed(at time.Time, lsn LSN) {
+// Seed records an older observation of an exact time: the position was
+// lsn at at (SeedRange with one time).
+func (h *History) Seed(at time.Time, lsn LSN) { h.SeedRange(at, at, lsn) }
+
+// SeedRange records an older observation, such as the last checkpoint's
+// redo position, known only to a range of time: at before the position
+// was at most lsn, by reached it was at least lsn. It goes in front of the
+// history when it is older than everything kept and not ahead of it;
+// otherwise it is ignored. It gives the first collections after a start
+// something to measure against: a position after it is placed at before
+// (never later than the truth), one behind it at reached (a lower bound,
+// never earlier than the truth).
+func (h *History) SeedRange(before, reached time.Time, lsn LSN) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := at.UnixNano()
+	t := before.UnixNano()
 	if h.n == len(h.at) {
 		return
 	}
@@ -141,6 +152,10 @@ func (h *History) Seed(at time.Time, lsn LSN) {
 	h.at[h.start], h.lsn[h.start] = t, lsn
 	h.n++
 	h.seeded = true
+	h.seedReached = max(t, reached.UnixNano())
+	if h.n > 1 {
+		h.seedReached = min(h.seedReached, h.at[h.idx(1)])
+	}
 }
 
 // Len returns how many samples are kept.
@@ -207,7 +222,11 @@ func (h *History) When(lsn LSN) (p Position, ok bool) {
 	}
 	oldest := h.start
 	if lsn < h.lsn[oldest] {
-		return Position{At: time.Unix(0, h.at[oldest]), LowerBound: true}, true
+		at := h.at[oldest]
+		if h.seeded {
+			at = h.seedReached
+		}
+		return Position{At: time.Unix(0, at), LowerBound: true}, true
 	}
 	// Binary search for the last sample at or before lsn: positions only
 	// grow along the ring.

@@ -302,3 +302,26 @@ func TestHistoryUpperBoundAfterSeed(t *testing.T) {
 		t.Fatalf("after a rewind: %+v", p)
 	}
 }
+
+// A seed known to a range of time (the last checkpoint: its time in
+// whole seconds, taken before its redo position) places a position after
+// it at the range's start, never later than the truth, and one behind it
+// at the range's end, a lower bound never earlier than the truth.
+func TestHistorySeedRange(t *testing.T) {
+	h := NewHistory(4, 0)
+	h.Add(ms(100_000), 5000)
+	h.SeedRange(ms(3000), ms(4000), 1000)
+	if p, _ := h.When(2000); !p.UpperBound || !p.At.Equal(ms(3000)) {
+		t.Errorf("after the seed: %+v, want an upper bound from the range's start", p)
+	}
+	if p, _ := h.When(500); !p.LowerBound || !p.At.Equal(ms(4000)) {
+		t.Errorf("behind the seed: %+v, want a lower bound from the range's end", p)
+	}
+	// The range's end is capped at the first collection.
+	h = NewHistory(4, 0)
+	h.Add(ms(3500), 5000)
+	h.SeedRange(ms(3000), ms(4000), 1000)
+	if p, _ := h.When(500); !p.LowerBound || !p.At.Equal(ms(3500)) {
+		t.Errorf("behind a seed whose range passes the first collection: %+v", p)
+	}
+}

@@ -30,12 +30,16 @@ func startCommitTSServer(t *testing.T) *server {
 	return s
 }
 
+// linkedOutboxConfig is the table outbox, which keeps its rows.
+func linkedOutboxConfig() *config.Outbox {
+	return &config.Outbox{Database: "main", Table: "public.outbox", ID: "id", CreatedAt: "created_at", Deadline: time.Minute,
+		MaxLabelValues: config.DefaultMaxLabelValues, MaxCount: config.DefaultMaxCount}
+}
+
 // linkedOutbox is the collector of the table outbox, published by the
 // slot of c's entry cdc.
 func linkedOutbox(s *server, c *Collector, cdc string) *outbox.Collector {
-	o := &config.Outbox{Database: "main", Table: "public.outbox", ID: "id", CreatedAt: "created_at", Deadline: time.Minute,
-		MaxLabelValues: config.DefaultMaxLabelValues, MaxCount: config.DefaultMaxCount}
-	oc := outbox.NewCollector("outbox", o, s.ro, testutil.Quiet())
+	oc := outbox.NewCollector("outbox", linkedOutboxConfig(), s.ro, testutil.Quiet())
 	oc.PublishedBySlot(func(ctx context.Context) (outbox.Confirmed, error) {
 		st, err := c.State(ctx, cdc)
 		return outbox.Confirmed{At: st.ConfirmedAt, LowerBound: st.LowerBound}, err

@@ -127,11 +127,18 @@ func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, err
 	return r, nil
 }
 
+// Checkpoint is the last checkpoint: at Before the server's position was
+// at most Redo, and by Reached it was at least Redo.
+type Checkpoint struct {
+	Redo            LSN
+	Before, Reached time.Time
+}
+
 // ReadCheckpoint reads the last checkpoint's start time and redo position
 // from the control file: a true (time, position) pair older than anything
 // the exporter sampled itself, so that right after a start a slot far
 // behind reads as at least that far behind instead of 0.
-func ReadCheckpoint(ctx context.Context, b pg.Beginner) (Sample, error) {
+func ReadCheckpoint(ctx context.Context, b pg.Beginner) (Checkpoint, error) {
 	var (
 		at  time.Time
 		lsn string
@@ -140,17 +147,17 @@ func ReadCheckpoint(ctx context.Context, b pg.Beginner) (Sample, error) {
 		return tx.QueryRow(ctx, `SELECT checkpoint_time, redo_lsn::text FROM pg_catalog.pg_control_checkpoint()`).Scan(&at, &lsn)
 	})
 	if err != nil {
-		return Sample{}, fmt.Errorf("read the last checkpoint: %w", err)
+		return Checkpoint{}, fmt.Errorf("read the last checkpoint: %w", err)
 	}
 	pos, err := ParseLSN(lsn)
 	if err != nil {
-		return Sample{}, fmt.Errorf("read the last checkpoint: %w", err)
+		return Checkpoint{}, fmt.Errorf("read the last checkpoint: %w", err)
 	}
-	// The control file keeps whole seconds, truncated: the checkpoint
-	// began up to a second after the time it shows. Its end of that
-	// second is a time the position had surely reached redo_lsn, so a
-	// lag measured from it never exceeds the truth.
-	return Sample{At: at.Truncate(time.Second).Add(time.Second), LSN: pos}, nil
+	// The server takes the checkpoint's time, in whole seconds truncated,
+	// before it fixes the redo position: at that time the position was
+	// at most redo_lsn, and by the end of that second it had reached it.
+	before := at.Truncate(time.Second)
+	return Checkpoint{Redo: pos, Before: before, Reached: before.Add(time.Second)}, nil
 }
 
 func deref(s *string) string {
