@@ -19,7 +19,7 @@ import (
 
 var (
 	lagBytesDesc = prometheus.NewDesc(vocab.CDCSlotLagBytes,
-		"WAL bytes between the server's current position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
+		"WAL bytes between the server's current (insert) position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
 		[]string{vocab.LabelCDC}, nil)
 	lagSecondsDesc = prometheus.NewDesc(vocab.CDCSlotLagSeconds,
 		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed; 0 when caught up. While outbox_cdc_slot_lag_lower_bound and outbox_cdc_slot_lag_upper_bound are both 0 it is never less than the truth and at most one collection interval more.",

@@ -34,7 +34,7 @@ func (o *oracleRun) truth() oracleTruth {
 	}
 	for _, tx := range o.txns {
 		switch {
-		case tx.pre >= o.confirmed:
+		case tx.commitAfter >= o.confirmed:
 			tr.pending = append(tr.pending, tx)
 			// The transaction's first change came before its commit.
 			if tr.leftBy.IsZero() || tx.committed.Before(tr.leftBy) {

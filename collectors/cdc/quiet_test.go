@@ -125,3 +125,64 @@ func TestQuietStallAfterBurstKeepsTheRowPending(t *testing.T) {
 		t.Logf("round %d: lag %.3fs, row age %.3fs, pending %v, oldest %.3fs", round, lag, truth, pending, oldest)
 	}
 }
+
+// A transaction committed asynchronously (synchronous_commit = off) is
+// visible at once, but its WAL is written only at the WAL writer's next
+// round: the server's written position (pg_current_wal_lsn) stays behind
+// its commit for up to wal_writer_delay (10 s here). A slot confirmed up
+// to that written position has not got the row. Measured against the
+// written position, the slot read caught up and the row read published
+// until the WAL writer came round; measured against the inserted position
+// the row is pending at once.
+func TestAsyncCommitIsPendingBeforeItsWALIsWritten(t *testing.T) {
+	s := startServer(t, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on",
+		"wal_writer_delay": "10s", "autovacuum": "off", "checkpoint_timeout": "1d"}})
+	s.exec(t, `CREATE TABLE outbox (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), payload text)`)
+	s.exec(t, `SELECT pg_create_logical_replication_slot('async', 'test_decoding')`)
+	c := newCollector(s, map[string]*config.CDC{"orders": {Database: "main", Slot: "async", Deadline: time.Minute}})
+	oc := linkedOutbox(s, c, "orders")
+	if _, err := collect(t, c); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := s.admin.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var written, inserted, confirmed string
+	// In one statement, so that nothing is written between the advance
+	// and the commit: the row's WAL follows the confirmed position.
+	err = conn.QueryRow(ctx, `SELECT pg_replication_slot_advance('async', pg_current_wal_flush_lsn())::text`).Scan(&confirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox (payload) VALUES ('async')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, pg_current_wal_insert_lsn()::text`).Scan(&written, &inserted); err != nil {
+		t.Fatal(err)
+	}
+	m, err := collect(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, _, err := outboxReading(t, oc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stillUnwritten bool
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() < $1::text::pg_lsn`, inserted).Scan(&stillUnwritten); err != nil {
+		t.Fatal(err)
+	}
+	if !stillUnwritten {
+		t.Fatalf("the WAL writer wrote the row's commit (written %s, inserted %s, slot %s) before the collections: the test proves nothing", written, inserted, confirmed)
+	}
+	if pending != 1 || m.get(t, "outbox_cdc_slot_lag_bytes", "orders") == 0 {
+		t.Errorf("a committed row whose WAL is not yet written: %v pending, lag %v bytes %v s; want it pending (written %s, inserted %s, slot %s)",
+			pending, m.get(t, "outbox_cdc_slot_lag_bytes", "orders"), m.get(t, "outbox_cdc_slot_lag_seconds", "orders"), written, inserted, confirmed)
+	}
+}

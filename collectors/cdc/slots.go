@@ -53,7 +53,12 @@ type Reading struct {
 
 // slotsQuery reads the named slots and, in the same statement, the
 // server's clock and WAL position, so that lag is measured against the
-// same instant the slots were read at. On a standby (PostgreSQL 16 can
+// same instant the slots were read at. The position is where the next
+// WAL record goes (pg_current_wal_insert_lsn), not what is written so
+// far (pg_current_wal_lsn): a transaction committed asynchronously is
+// visible before the WAL writer writes its commit, up to
+// wal_writer_delay later, and a position read then must already be past
+// it, or its rows would read confirmed. On a standby (PostgreSQL 16 can
 // keep logical slots there) the position is the replayed one. Names not
 // found come back with a NULL slot_type. pg_replication_slots is a
 // function scan: the CTE reads it once, where a join against it would run
@@ -61,7 +66,7 @@ type Reading struct {
 const slotsQuery = `
 WITH pos AS MATERIALIZED (
   SELECT clock_timestamp() AS at, pg_is_in_recovery() AS recovery,
-         (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text AS lsn
+         (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text AS lsn
 ), s AS MATERIALIZED (
   SELECT slot_name, slot_type, plugin, database, active, wal_status, safe_wal_size, confirmed_flush_lsn::text AS confirmed
   FROM pg_catalog.pg_replication_slots WHERE slot_name = ANY($1)
