@@ -75,7 +75,8 @@ func (o *oracleRun) scrape() {
 	if err != nil {
 		o.fatalf("stuck rows: %v", err)
 	}
-	o.checkOutbox(st, tr, pending, oldest, stuck, before.t1)
+	after := o.observe()
+	o.checkOutbox(st, tr, outboxSeen{pending, oldest, stuck}, before.t1, after.t2)
 }
 
 // checkSlot holds the slot's series against the truth.
@@ -142,10 +143,17 @@ func (o *oracleRun) checkExact(st SlotState, tr oracleTruth) {
 	}
 }
 
+// outboxSeen is what the linked outbox said at one scrape.
+type outboxSeen struct {
+	pending, oldest float64
+	stuck           []outbox.StuckRow
+}
+
 // checkOutbox holds the linked outbox's pending rows, their oldest age
 // and its stuck rows against the true pending rows: a superset unless the
 // slot's lag is a lower bound, then a subset.
-func (o *oracleRun) checkOutbox(st SlotState, tr oracleTruth, pending, oldest float64, stuck []outbox.StuckRow, nowAtLeast time.Time) {
+func (o *oracleRun) checkOutbox(st SlotState, tr oracleTruth, seen outboxSeen, nowAtLeast, nowAtMost time.Time) {
+	pending, oldest, stuck := seen.pending, seen.oldest, seen.stuck
 	o.t.Helper()
 	truePending, trueIDs := 0, map[string]bool{}
 	var oldestCreated time.Time
@@ -173,6 +181,9 @@ func (o *oracleRun) checkOutbox(st SlotState, tr oracleTruth, pending, oldest fl
 		}
 		if pending > float64(truePending) {
 			o.fatalf("lower bound, yet %v pending of %d true", pending, truePending)
+		}
+		if truePending > 0 && oldest > nowAtMost.Sub(oldestCreated).Seconds() {
+			o.fatalf("lower bound, yet the oldest pending age %vs is over the true oldest's %vs", oldest, nowAtMost.Sub(oldestCreated).Seconds())
 		}
 		return
 	}
