@@ -183,7 +183,8 @@ type Position struct {
 	// LSN: after At, everything written is beyond it.
 	At time.Time
 	// LowerBound is true when the LSN is older than the whole history:
-	// At is the oldest sample's time and the truth is earlier.
+	// At is the oldest sample's time (a seed's: when the position had
+	// surely reached it) and the truth is earlier.
 	LowerBound bool
 	// Resolution is the length of the sampled interval the server
 	// passed the LSN in: the truth lies within Resolution after At. Zero
