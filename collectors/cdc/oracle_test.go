@@ -19,22 +19,29 @@ var (
 )
 
 // cdcRegressionSeeds once found a fault; they run with every count.
-// Seed 1: after a restart, a slot confirmed just past the last
-// checkpoint read the checkpoint's second's end as its confirmed time,
-// after the position had left it: a lag under the truth, claimed exact
-// to the checkpoint, and its first rows read published.
 //
-// Seed 3: a transaction committed asynchronously is visible before its
-// WAL is written; the position the exporter sampled was the written one
-// (pg_current_wal_lsn), so a slot confirmed up to it read caught up and
-// the row published, until the WAL writer came round.
+// The checkpoint seeded after a start: a slot just past the last
+// checkpoint read the end of the checkpoint's second as its confirmed
+// time, after the position had left it: a lag under the truth and its
+// first rows read published. Seed 1 found it; with today's generator
+// seed 3 shows it at every run.
+//
+// The written position: a transaction committed asynchronously is
+// visible before its WAL is written, and the position the exporter
+// sampled was the written one (pg_current_wal_lsn), so a slot confirmed
+// up to it read caught up and the row published until the WAL writer
+// came round. Seed 3 found it under an earlier generator; whether a
+// scrape falls before the WAL writer's round depends on the clock, so
+// TestAsyncCommitIsPendingBeforeItsWALIsWritten holds it for certain
+// (seeds 2, 4 and 5 showed it in some runs).
 var cdcRegressionSeeds = []uint64{1, 3}
 
 // The CDC oracle: seeded histories on a throwaway cluster (wal_level =
 // logical, track_commit_timestamp = on) of WAL bursts in another table,
-// outbox rows, slot confirms, quiet stretches, checkpoints and exporter
-// restarts (a new collector, with a fresh history, and a new linked
-// outbox collector) at random points, scraped at random points. The
+// outbox rows (some committed asynchronously), slot confirms, quiet
+// stretches, checkpoints and exporter restarts (a new collector, with a
+// fresh history, and a new linked outbox collector) at random points,
+// scraped at random points. The
 // truth comes from everything the test saw: its own (time, position)
 // observations before and after every step and scrape, bracketing when
 // the server's position left the slot's confirmed one, and the commit

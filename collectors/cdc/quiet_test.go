@@ -24,6 +24,9 @@ func startCommitTSServer(t *testing.T) *server {
 		// Only the test's own steps write WAL: no autovacuum, no timed
 		// or size-triggered checkpoint in the middle.
 		"autovacuum": "off", "checkpoint_timeout": "1d", "max_wal_size": "4GB",
+		// An asynchronous commit stays unwritten until the WAL writer's
+		// next round: long enough for a scrape to look in between.
+		"wal_writer_delay": "10s",
 	}})
 	s.exec(t, `CREATE TABLE outbox (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), payload text)`)
 	s.exec(t, `CREATE INDEX ON outbox (created_at)`)
