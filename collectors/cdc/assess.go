@@ -13,8 +13,21 @@ type SlotState struct {
 	// connector has not confirmed. 0 when caught up.
 	LagSeconds float64
 	// LowerBound is true when the confirmed position is older than the
-	// history: LagSeconds is the history's span, and the truth is more.
+	// history: LagSeconds is the history's span, and the truth is more;
+	// ConfirmedAt is later than the truth, so the rows committed after it
+	// are a subset of the pending ones.
 	LowerBound bool
+	// UpperBound is true when the confirmed position lies between the
+	// last checkpoint (the seed of a fresh history) and the first
+	// collection: LagSeconds is never less than the truth but may exceed
+	// it by more than one collection interval, by up to Resolution.
+	// While both are false the lag exceeds the truth by at most one
+	// collection interval (Resolution).
+	UpperBound bool
+	// Resolution is the length of the sampled interval the server passed
+	// the confirmed position in: how much LagSeconds may exceed the
+	// truth. 0 when caught up or a lower bound.
+	Resolution time.Duration
 	// ConfirmedAt is the server time the slot has confirmed up to: every
 	// change committed after it is still pending in the pipeline.
 	ConfirmedAt time.Time
@@ -48,7 +61,7 @@ func Assess(now Sample, s SlotRow, h *History) (SlotState, error) {
 		p = Position{At: now.At, LowerBound: true}
 	}
 	st.ConfirmedAt = p.At
-	st.LowerBound = p.LowerBound
+	st.LowerBound, st.UpperBound, st.Resolution = p.LowerBound, p.UpperBound, p.Resolution
 	st.LagSeconds = now.At.Sub(p.At).Seconds()
 	if st.LagSeconds < 0 {
 		st.LagSeconds = 0

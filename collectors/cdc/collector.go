@@ -19,13 +19,16 @@ import (
 
 var (
 	lagBytesDesc = prometheus.NewDesc(vocab.CDCSlotLagBytes,
-		"WAL bytes between the server's current position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
+		"WAL bytes between the server's current (insert) position and the slot's confirmed_flush_lsn: changes the connector has not confirmed.",
 		[]string{vocab.LabelCDC}, nil)
 	lagSecondsDesc = prometheus.NewDesc(vocab.CDCSlotLagSeconds,
-		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed, never less than the truth and at most one collection interval more (after a start, the interval since the last checkpoint); 0 when caught up. While outbox_cdc_slot_lag_lower_bound is 1 it is the span of the exporter's history and the truth is more.",
+		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed; 0 when caught up. While outbox_cdc_slot_lag_lower_bound and outbox_cdc_slot_lag_upper_bound are both 0 it is never less than the truth and at most one collection interval more.",
 		[]string{vocab.LabelCDC}, nil)
 	lowerBoundDesc = prometheus.NewDesc(vocab.CDCSlotLagLowerBound,
-		"1 when the slot's confirmed position is older than the exporter's WAL history (just after a start, or a slot very far behind): outbox_cdc_slot_lag_seconds is then only a lower bound.",
+		"1 when the slot's confirmed position is older than the exporter's WAL history (after an exporter start, a slot behind the last checkpoint; or a slot very far behind): outbox_cdc_slot_lag_seconds may be under the truth, and the linked outbox's pending rows a subset of the true ones.",
+		[]string{vocab.LabelCDC}, nil)
+	upperBoundDesc = prometheus.NewDesc(vocab.CDCSlotLagUpperBound,
+		"1 when the slot's confirmed position lies between the last checkpoint and the exporter's first collection (after an exporter start): outbox_cdc_slot_lag_seconds is never under the truth but may be over it by up to that whole span, and the linked outbox's pending rows a superset of the true ones.",
 		[]string{vocab.LabelCDC}, nil)
 	activeDesc = prometheus.NewDesc(vocab.CDCSlotActive,
 		"1 while a connector holds the slot; 0 when nothing streams from it and changes pile up.",
@@ -129,7 +132,7 @@ func (c *Collector) History() *History { return c.hist }
 
 // Describe implements collectors.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lowerBoundDesc, activeDesc, walStatusDesc, safeWALDesc, missingDesc, deadlineDesc} {
+	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lowerBoundDesc, upperBoundDesc, activeDesc, walStatusDesc, safeWALDesc, missingDesc, deadlineDesc} {
 		ch <- d
 	}
 }
@@ -163,7 +166,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		if cp, err := ReadCheckpoint(ctx, c.db); err != nil {
 			c.logger.Debug("no checkpoint to seed the WAL history; lag seconds start from the first collection", "database", c.database, "err", err)
 		} else {
-			c.hist.Seed(cp.At, cp.LSN)
+			c.hist.SeedRange(cp.Before, cp.Reached, cp.Redo)
 		}
 	}
 	var errs []error
@@ -195,6 +198,7 @@ func send(ch chan<- prometheus.Metric, w watched, st SlotState) {
 	gauge(lagBytesDesc, st.LagBytes)
 	gauge(lagSecondsDesc, st.LagSeconds)
 	gauge(lowerBoundDesc, b2f(st.LowerBound))
+	gauge(upperBoundDesc, b2f(st.UpperBound))
 	gauge(activeDesc, b2f(st.Active))
 	for i, s := range WALStatuses {
 		if st.WALStatus == s {

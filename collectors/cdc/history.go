@@ -64,6 +64,13 @@ type History struct {
 	// so a burst of scrapes cannot push the history's reach down to
 	// seconds.
 	minGap time.Duration
+	// seeded is true while the oldest sample came from Seed (the last
+	// checkpoint), not from a collection: the interval after it is not a
+	// collection interval and may be hours long.
+	seeded bool
+	// seedReached is when the position had surely reached the seed's:
+	// the time a lower bound behind the seed counts from.
+	seedReached int64
 }
 
 // NewHistory returns a History keeping at most size samples, at least
@@ -90,34 +97,47 @@ func (h *History) Add(at time.Time, lsn LSN) {
 		last := h.idx(h.n - 1)
 		switch {
 		case lsn < h.lsn[last]:
-			h.start, h.n = 0, 0
+			h.start, h.n, h.seeded = 0, 0, false
 		case t < h.at[last]:
 			return
 		case lsn == h.lsn[last], h.n > 1 && time.Duration(t-h.at[h.idx(h.n-2)]) < h.minGap:
 			// An unchanged position needs only its latest time: the
 			// position left lsn after it. A sample too close to the one
-			// before the newest replaces the newest.
+			// before the newest replaces the newest. A seed alone is
+			// now a collection's own observation.
 			h.at[last], h.lsn[last] = t, lsn
+			if h.n == 1 {
+				h.seeded = false
+			}
 			return
 		}
 	}
 	if h.n == len(h.at) {
 		h.start = h.idx(1)
 		h.n--
+		h.seeded = false
 	}
 	i := h.idx(h.n)
 	h.at[i], h.lsn[i] = t, lsn
 	h.n++
 }
 
-// Seed records an older observation, such as the last checkpoint's time
-// and redo position, in front of the history when it is older than
-// everything kept and not ahead of it; otherwise it is ignored. It gives
-// the first collections after a start something to measure against.
-func (h *History) Seed(at time.Time, lsn LSN) {
+// Seed records an older observation of an exact time: the position was
+// lsn at at (SeedRange with one time).
+func (h *History) Seed(at time.Time, lsn LSN) { h.SeedRange(at, at, lsn) }
+
+// SeedRange records an older observation, such as the last checkpoint's
+// redo position, known only to a range of time: at before the position
+// was at most lsn, by reached it was at least lsn. It goes in front of the
+// history when it is older than everything kept and not ahead of it;
+// otherwise it is ignored. It gives the first collections after a start
+// something to measure against: a position after it is placed at before
+// (never later than the truth), one behind it at reached (a lower bound,
+// never earlier than the truth).
+func (h *History) SeedRange(before, reached time.Time, lsn LSN) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := at.UnixNano()
+	t := before.UnixNano()
 	if h.n == len(h.at) {
 		return
 	}
@@ -131,6 +151,11 @@ func (h *History) Seed(at time.Time, lsn LSN) {
 	h.start = (h.start - 1 + len(h.at)) % len(h.at)
 	h.at[h.start], h.lsn[h.start] = t, lsn
 	h.n++
+	h.seeded = true
+	h.seedReached = max(t, reached.UnixNano())
+	if h.n > 1 {
+		h.seedReached = min(h.seedReached, h.at[h.idx(1)])
+	}
 }
 
 // Len returns how many samples are kept.
@@ -158,12 +183,18 @@ type Position struct {
 	// LSN: after At, everything written is beyond it.
 	At time.Time
 	// LowerBound is true when the LSN is older than the whole history:
-	// At is the oldest sample's time and the truth is earlier.
+	// At is the oldest sample's time (a seed's: when the position had
+	// surely reached it) and the truth is earlier.
 	LowerBound bool
 	// Resolution is the length of the sampled interval the server
 	// passed the LSN in: the truth lies within Resolution after At. Zero
 	// when the history cannot place it.
 	Resolution time.Duration
+	// UpperBound is true when the LSN lies after a seeded observation
+	// (the last checkpoint) and before the first collection's sample: At
+	// is never later than the truth, but it may be earlier by more than
+	// one collection interval, by as much as Resolution.
+	UpperBound bool
 	// CaughtUp is true when the LSN is at or past the newest sample.
 	CaughtUp bool
 }
@@ -192,7 +223,11 @@ func (h *History) When(lsn LSN) (p Position, ok bool) {
 	}
 	oldest := h.start
 	if lsn < h.lsn[oldest] {
-		return Position{At: time.Unix(0, h.at[oldest]), LowerBound: true}, true
+		at := h.at[oldest]
+		if h.seeded {
+			at = h.seedReached
+		}
+		return Position{At: time.Unix(0, at), LowerBound: true}, true
 	}
 	// Binary search for the last sample at or before lsn: positions only
 	// grow along the ring.
@@ -206,5 +241,6 @@ func (h *History) When(lsn LSN) (p Position, ok bool) {
 		}
 	}
 	a, b := h.idx(lo), h.idx(hi)
-	return Position{At: time.Unix(0, h.at[a]), Resolution: time.Duration(h.at[b] - h.at[a])}, true
+	return Position{At: time.Unix(0, h.at[a]), Resolution: time.Duration(h.at[b] - h.at[a]),
+		UpperBound: lo == 0 && h.seeded}, true
 }

@@ -257,3 +257,71 @@ func TestHistoryBurstThenStallAfterStart(t *testing.T) {
 }
 
 func ptrLSN(l LSN) *LSN { return &l }
+
+// A position between the seed (the last checkpoint) and the first
+// collection is an upper bound: the interval after the seed is not a
+// collection interval. Once a collection lies before it, or the seed is
+// evicted or replaced, it is exact again.
+func TestHistoryUpperBoundAfterSeed(t *testing.T) {
+	h := NewHistory(3, 0)
+	h.Add(ms(100_000), 5000)
+	h.Seed(ms(0), 1000)
+	if p, _ := h.When(3000); !p.UpperBound || p.LowerBound || !p.At.Equal(ms(0)) {
+		t.Fatalf("between the seed and the first collection: %+v, want an upper bound at the seed", p)
+	}
+	h.Add(ms(101_000), 6000)
+	if p, _ := h.When(5500); p.UpperBound || p.LowerBound || p.Resolution != time.Second {
+		t.Fatalf("between two collections: %+v, want exact to one second", p)
+	}
+	if p, _ := h.When(3000); !p.UpperBound {
+		t.Fatalf("still between the seed and the first collection: %+v", p)
+	}
+	h.Add(ms(102_000), 7000) // evicts the seed
+	if p, _ := h.When(5500); p.UpperBound || p.LowerBound {
+		t.Fatalf("after the seed's eviction: %+v", p)
+	}
+	if p, _ := h.When(3000); !p.LowerBound || p.UpperBound {
+		t.Fatalf("behind the history after the seed's eviction: %+v, want a lower bound", p)
+	}
+	// A seed alone, then a collection at its position: an observation of
+	// the collection's own.
+	h = NewHistory(3, 0)
+	h.Seed(ms(0), 1000)
+	h.Add(ms(5000), 1000)
+	h.Add(ms(6000), 2000)
+	if p, _ := h.When(1500); p.UpperBound || !p.At.Equal(ms(5000)) {
+		t.Fatalf("after a collection at the seed's position: %+v", p)
+	}
+	// A rewind (another server) forgets the seed with everything else.
+	h = NewHistory(4, 0)
+	h.Add(ms(10_000), 5000)
+	h.Seed(ms(0), 1000)
+	h.Add(ms(11_000), 100)
+	h.Add(ms(12_000), 200)
+	if p, _ := h.When(150); p.UpperBound {
+		t.Fatalf("after a rewind: %+v", p)
+	}
+}
+
+// A seed known to a range of time (the last checkpoint: its time in
+// whole seconds, taken before its redo position) places a position after
+// it at the range's start, never later than the truth, and one behind it
+// at the range's end, a lower bound never earlier than the truth.
+func TestHistorySeedRange(t *testing.T) {
+	h := NewHistory(4, 0)
+	h.Add(ms(100_000), 5000)
+	h.SeedRange(ms(3000), ms(4000), 1000)
+	if p, _ := h.When(2000); !p.UpperBound || !p.At.Equal(ms(3000)) {
+		t.Errorf("after the seed: %+v, want an upper bound from the range's start", p)
+	}
+	if p, _ := h.When(500); !p.LowerBound || !p.At.Equal(ms(4000)) {
+		t.Errorf("behind the seed: %+v, want a lower bound from the range's end", p)
+	}
+	// The range's end is capped at the first collection.
+	h = NewHistory(4, 0)
+	h.Add(ms(3500), 5000)
+	h.SeedRange(ms(3000), ms(4000), 1000)
+	if p, _ := h.When(500); !p.LowerBound || !p.At.Equal(ms(3500)) {
+		t.Errorf("behind a seed whose range passes the first collection: %+v", p)
+	}
+}

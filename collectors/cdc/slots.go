@@ -53,7 +53,12 @@ type Reading struct {
 
 // slotsQuery reads the named slots and, in the same statement, the
 // server's clock and WAL position, so that lag is measured against the
-// same instant the slots were read at. On a standby (PostgreSQL 16 can
+// same instant the slots were read at. The position is where the next
+// WAL record goes (pg_current_wal_insert_lsn), not what is written so
+// far (pg_current_wal_lsn): a transaction committed asynchronously is
+// visible before the WAL writer writes its commit, up to
+// wal_writer_delay later, and a position read then must already be past
+// it, or its rows would read confirmed. On a standby (PostgreSQL 16 can
 // keep logical slots there) the position is the replayed one. Names not
 // found come back with a NULL slot_type. pg_replication_slots is a
 // function scan: the CTE reads it once, where a join against it would run
@@ -61,7 +66,7 @@ type Reading struct {
 const slotsQuery = `
 WITH pos AS MATERIALIZED (
   SELECT clock_timestamp() AS at, pg_is_in_recovery() AS recovery,
-         (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text AS lsn
+         (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text AS lsn
 ), s AS MATERIALIZED (
   SELECT slot_name, slot_type, plugin, database, active, wal_status, safe_wal_size, confirmed_flush_lsn::text AS confirmed
   FROM pg_catalog.pg_replication_slots WHERE slot_name = ANY($1)
@@ -127,11 +132,18 @@ func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, err
 	return r, nil
 }
 
+// Checkpoint is the last checkpoint: at Before the server's position was
+// at most Redo, and by Reached it was at least Redo.
+type Checkpoint struct {
+	Redo            LSN
+	Before, Reached time.Time
+}
+
 // ReadCheckpoint reads the last checkpoint's start time and redo position
 // from the control file: a true (time, position) pair older than anything
 // the exporter sampled itself, so that right after a start a slot far
 // behind reads as at least that far behind instead of 0.
-func ReadCheckpoint(ctx context.Context, b pg.Beginner) (Sample, error) {
+func ReadCheckpoint(ctx context.Context, b pg.Beginner) (Checkpoint, error) {
 	var (
 		at  time.Time
 		lsn string
@@ -140,17 +152,17 @@ func ReadCheckpoint(ctx context.Context, b pg.Beginner) (Sample, error) {
 		return tx.QueryRow(ctx, `SELECT checkpoint_time, redo_lsn::text FROM pg_catalog.pg_control_checkpoint()`).Scan(&at, &lsn)
 	})
 	if err != nil {
-		return Sample{}, fmt.Errorf("read the last checkpoint: %w", err)
+		return Checkpoint{}, fmt.Errorf("read the last checkpoint: %w", err)
 	}
 	pos, err := ParseLSN(lsn)
 	if err != nil {
-		return Sample{}, fmt.Errorf("read the last checkpoint: %w", err)
+		return Checkpoint{}, fmt.Errorf("read the last checkpoint: %w", err)
 	}
-	// The control file keeps whole seconds, truncated: the checkpoint
-	// began up to a second after the time it shows. Its end of that
-	// second is a time the position had surely reached redo_lsn, so a
-	// lag measured from it never exceeds the truth.
-	return Sample{At: at.Truncate(time.Second).Add(time.Second), LSN: pos}, nil
+	// The server takes the checkpoint's time, in whole seconds truncated,
+	// before it fixes the redo position: at that time the position was
+	// at most redo_lsn, and by the end of that second it had reached it.
+	before := at.Truncate(time.Second)
+	return Checkpoint{Redo: pos, Before: before, Reached: before.Add(time.Second)}, nil
 }
 
 func deref(s *string) string {

@@ -26,6 +26,7 @@ const (
 	CDCSlotLagBytes      = "outbox_cdc_slot_lag_bytes"
 	CDCSlotLagSeconds    = "outbox_cdc_slot_lag_seconds"
 	CDCSlotLagLowerBound = "outbox_cdc_slot_lag_lower_bound"
+	CDCSlotLagUpperBound = "outbox_cdc_slot_lag_upper_bound"
 	CDCSlotActive        = "outbox_cdc_slot_active"
 	CDCSlotWALStatus     = "outbox_cdc_slot_wal_status"
 	CDCSlotSafeWALSize   = "outbox_cdc_slot_safe_wal_size_bytes"
