@@ -318,8 +318,10 @@ func decideTopic(tp *topicPlan, now time.Time, buf []Partition) []Partition {
 			buf = append(buf, Partition{})
 		default:
 			var probe *Probe
+			var cached Probe
 			if pp.behind && pp.probe != nil {
-				probe = &pp.probe.probe
+				cached = pp.probe.get()
+				probe = &cached
 			}
 			buf = append(buf, Decide(pp.o, probe, now))
 		}

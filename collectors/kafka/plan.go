@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,17 +26,41 @@ type probeKey struct {
 	readUncommitted bool
 }
 
-// cachedProbe is a cache entry; gen is the last collection that used it.
-// key is where it is cached; dropped is set when it leaves the cache, so
-// that a plan holding it from the last collection knows it is no longer
-// the entry for its key (a guard: today a partition's last entry is
-// always still cached, which TestPlanHintsAsFreshLookups checks).
+// cachedProbe is a cache entry: a Probe kept in 64 bytes instead of 104
+// (its From is the key's offset, its timestamp milliseconds, as records
+// carry it); gen is the last collection that used it. key is where it is
+// cached; dropped is set when it leaves the cache, so that a plan
+// holding it from the last collection knows it is no longer the entry
+// for its key (a guard: today a partition's last entry is always still
+// cached, which TestPlanHintsAsFreshLookups checks).
 type cachedProbe struct {
-	probe   Probe
-	gen     uint64
-	key     probeKey
-	dropped bool
+	key                      probeKey
+	next, stable, offset, ms int64
+	gen                      uint32
+	found, stamped, dropped  bool
 }
+
+// set keeps pr, read from cp.key's offset.
+func (cp *cachedProbe) set(pr Probe) {
+	cp.next, cp.stable, cp.offset, cp.found = pr.Next, pr.Stable, pr.Offset, pr.Found
+	cp.stamped = !pr.Timestamp.IsZero()
+	cp.ms = 0
+	if cp.stamped {
+		cp.ms = pr.Timestamp.UnixMilli()
+	}
+}
+
+// get is the cached Probe.
+func (cp *cachedProbe) get() Probe {
+	pr := Probe{From: cp.key.from, Next: cp.next, Stable: cp.stable, Found: cp.found, Offset: cp.offset}
+	if cp.stamped {
+		pr.Timestamp = time.UnixMilli(cp.ms)
+	}
+	return pr
+}
+
+// usable is Probe.Usable of the cached probe.
+func (cp *cachedProbe) usable(end int64) bool { return cp.found || cp.next >= end }
 
 // probeCache caches what was read at (topic, partition, offset), so a
 // commit that did not move costs no Fetch. Only entries used by the last
@@ -47,7 +72,7 @@ type cachedProbe struct {
 type probeCache struct {
 	probes   map[probeKey]*cachedProbe
 	topicIDs map[string]int32
-	gen      uint64
+	gen      uint32
 	// last is the probe each partition of each (group, topic) had in
 	// the last plan, tried before the map, since in the steady state it
 	// is the same entry (a lookup per partition was about 5% of a
@@ -295,7 +320,7 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 		cp = c.probes[key]
 	}
 	switch {
-	case cp != nil && cp.probe.Usable(pp.o.End):
+	case cp != nil && cp.usable(pp.o.End):
 		c.use(cp)
 		pp.probe = cp
 		return
@@ -303,7 +328,7 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 		// Records were appended after a stretch of markers, or the
 		// last read stopped short (bounded work): read on from where
 		// it stopped.
-		read = cp.probe.Next
+		read = cp.next
 	}
 	wk := probeKey{tid, pp.part, read, ru}
 	wi, ok := wantIdx[wk]
@@ -335,7 +360,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 		}
 		pr := probes[m.want]
 		if m.cont != nil {
-			pr = m.cont.probe.Continue(pr)
+			pr = m.cont.get().Continue(pr)
 		}
 		cp := c.probes[m.key]
 		if cp == nil || cp == m.cont {
@@ -351,7 +376,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 			cp.key = m.key
 			c.probes[m.key] = cp
 		}
-		cp.probe = pr
+		cp.set(pr)
 		c.use(cp)
 		m.pp.probe = cp
 		*m.pp.hint = cp
