@@ -56,7 +56,7 @@ type sharePart struct {
 	lagOK   bool
 	o       Offsets
 	oOK     bool
-	probe   *Probe
+	probe   Probe
 	probeOK bool
 }
 
@@ -196,13 +196,18 @@ func mergeTopics(a, b []string) []string {
 	return out
 }
 
-// readShareProbes fills each share-partition's offsets from v and reads
-// the first record at its start offset where the group is behind.
+// readShareProbes fills each share-partition's offsets from v and takes
+// the first record at its start offset where the group is behind: from
+// the probe cache the consumer groups use (an unmoved start offset costs
+// no Fetch, as an unmoved commit does not), else read, once per distinct
+// offset, and cached.
 func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v view, partial *[]error) {
-	var (
-		wants []Want
-		at    []*sharePart
-	)
+	type behindPart struct {
+		sp    *sharePart
+		topic string
+		ru    bool
+	}
+	var at []behindPart
 	for _, s := range ss {
 		for t, parts := range s.topics {
 			for i := range parts {
@@ -216,23 +221,35 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 					sp.o.Start, sp.o.StartKnown = st.Offset, true
 				}
 				sp.oOK = true
-				if from, behind := Oldest(sp.o); behind && sp.lag > 0 {
-					wants = append(wants, Want{Topic: t, Partition: sp.part, From: from, Uncommitted: s.readUncommitted})
-					at = append(at, sp)
+				if _, behind := Oldest(sp.o); !behind || sp.lag <= 0 {
+					continue
 				}
+				at = append(at, behindPart{sp, t, s.readUncommitted})
 			}
 		}
 	}
-	if len(wants) == 0 {
+	if len(at) == 0 {
 		return
 	}
-	probes, ok, err := c.prober.Read(ctx, v.meta, wants)
-	if err != nil {
-		*partial = append(*partial, fmt.Errorf("share groups: %w", err))
+	p := &lagPlan{}
+	wantIdx := map[probeKey]int{}
+	plans := make([]partPlan, len(at))
+	hints := make([]*cachedProbe, len(at))
+	for i, b := range at {
+		pp := &plans[i]
+		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true, hint: &hints[i]}
+		c.cache.planProbe(p, pp, c.cache.topicID(b.topic), b.topic, wantIdx, nil, b.ru)
 	}
-	for i, sp := range at {
-		if ok[i] {
-			sp.probe, sp.probeOK = &probes[i], true
+	if len(p.wants) > 0 {
+		probes, ok, err := c.prober.Read(ctx, v.meta, p.wants)
+		if err != nil {
+			*partial = append(*partial, fmt.Errorf("share groups: %w", err))
+		}
+		c.cache.fill(p, probes, ok)
+	}
+	for i, b := range at {
+		if cp := plans[i].probe; cp != nil {
+			b.sp.probe, b.sp.probeOK = cp.get(), true
 		}
 	}
 }
@@ -243,9 +260,11 @@ func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, no
 		if s.gone {
 			continue
 		}
-		c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name).send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(s.name).Seconds())
+		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name)
+		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(s.name).Seconds())
 		if s.membersOK {
-			c.series.send(ch, partial, shareMembersDesc, float64(s.members), c.cluster, s.name)
+			// The members share the deadline's label set.
+			ls.send(ch, 1, shareMembersDesc, float64(s.members))
 			c.series.send(ch, partial, shareInfoDesc, 1, c.cluster, s.name, s.state)
 		}
 		topics := make([]string, 0, len(s.topics))
@@ -284,7 +303,7 @@ func shareSum(parts []sharePart, now time.Time) Topic {
 			// (the offsets moved between the two answers): caught up.
 			d.SecondsOK = true
 		case sp.probeOK:
-			dec := Decide(sp.o, sp.probe, now)
+			dec := Decide(sp.o, &sp.probe, now)
 			d.Seconds, d.SecondsOK = dec.Seconds, dec.SecondsOK
 		}
 		ds[i] = d

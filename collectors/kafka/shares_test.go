@@ -177,7 +177,7 @@ func TestShareParts(t *testing.T) {
 		t.Fatalf("got %+v (partial %v), want %+v", got, partial, want)
 	}
 	got[0].o, got[0].oOK = Offsets{Commit: 4, End: 10}, true
-	got[0].probe, got[0].probeOK = &Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4, Timestamp: kafkaBase.Add(-time.Minute)}, true
+	got[0].probe, got[0].probeOK = Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4, Timestamp: kafkaBase.Add(-time.Minute)}, true
 	sum := shareSum(got, kafkaBase)
 	if sum.Messages != 6 || !sum.MessagesOK || sum.Seconds != 60 || !sum.Partial || sum.Unknown != 1 {
 		t.Fatalf("sum %+v: want 6 messages, 60 s, one partition unknown", sum)
