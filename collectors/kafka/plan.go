@@ -81,6 +81,9 @@ type probeCache struct {
 	// themselves (56 bytes each) are made anew from one slab per
 	// collection.
 	last map[groupTopic][]*cachedProbe
+	// lastShares is the same for share groups' partitions, by index in
+	// the group's answer for the topic.
+	lastShares map[groupTopic][]*cachedProbe
 	// used is how many entries this collection used (marked with gen).
 	used int
 }
@@ -407,5 +410,5 @@ func (c *probeCache) reset() {
 		cp.dropped = true
 	}
 	c.probes = map[probeKey]*cachedProbe{}
-	c.last = nil
+	c.last, c.lastShares = nil, nil
 }

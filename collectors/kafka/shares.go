@@ -58,6 +58,9 @@ type sharePart struct {
 	oOK     bool
 	probe   Probe
 	probeOK bool
+	// listed marks, while shareParts sorts them, the partitions the
+	// broker answered for.
+	listed bool
 }
 
 // shareState is what one collection learned of one share group.
@@ -132,11 +135,21 @@ func shareParts(group string, o kadm.DescribedShareGroupOffsets, filter func(str
 		if filter != nil && !filter(t) {
 			continue
 		}
-		parts := make([]sharePart, 0, len(ps))
+		// Each partition goes to its own index, so the parts come out
+		// sorted without a sort (sorting them was a third of the work
+		// here); the indexes left empty are then squeezed out.
+		n := int32(0)
+		for p := range ps {
+			n = max(n, p+1)
+		}
+		parts := make([]sharePart, n)
 		for p, so := range ps {
+			if p < 0 {
+				continue
+			}
 			if so.Err != nil {
 				*partial = append(*partial, fmt.Errorf("share group offset of %s on %s/%d: %w", group, t, p, so.Err))
-				parts = append(parts, sharePart{part: p})
+				parts[p] = sharePart{part: p, listed: true}
 				continue
 			}
 			if so.StartOffset < 0 {
@@ -145,10 +158,16 @@ func shareParts(group string, o kadm.DescribedShareGroupOffsets, filter func(str
 				// is nothing to count.
 				continue
 			}
-			parts = append(parts, sharePart{part: p, spso: so.StartOffset, lag: so.Lag, lagOK: so.Lag >= 0})
+			parts[p] = sharePart{part: p, spso: so.StartOffset, lag: so.Lag, lagOK: so.Lag >= 0, listed: true}
 		}
-		sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
-		out[t] = parts
+		kept := parts[:0]
+		for _, sp := range parts {
+			if sp.listed {
+				sp.listed = false
+				kept = append(kept, sp)
+			}
+		}
+		out[t] = kept
 	}
 	return out
 }
@@ -206,25 +225,46 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 		sp    *sharePart
 		topic string
 		ru    bool
+		hint  **cachedProbe
 	}
-	var at []behindPart
+	n := 0
+	for _, s := range ss {
+		for _, parts := range s.topics {
+			n += len(parts)
+		}
+	}
+	at := make([]behindPart, 0, n)
+	// Each share-partition's last probe is tried before the cache's map,
+	// as for consumer groups (plan).
+	last, next := c.cache.lastShares, make(map[groupTopic][]*cachedProbe, len(c.cache.lastShares))
+	defer func() { c.cache.lastShares = next }()
 	for _, s := range ss {
 		for t, parts := range s.topics {
+			gt := groupTopic{s.name, t}
+			hints := last[gt]
+			if _, dup := next[gt]; dup || len(hints) != len(parts) {
+				hints = make([]*cachedProbe, len(parts))
+			}
+			next[gt] = hints
+			ends, starts := v.ends[t], v.starts[t]
 			for i := range parts {
+				hint := hints[i]
+				hints[i] = nil
 				sp := &parts[i]
-				end, ok := v.ends.Lookup(t, sp.part)
+				end, ok := ends[sp.part]
 				if !ok || end.Err != nil || !sp.lagOK {
 					continue
 				}
 				sp.o = Offsets{Commit: sp.spso, End: end.Offset}
-				if st, ok := v.starts.Lookup(t, sp.part); ok && st.Err == nil {
+				if st, ok := starts[sp.part]; ok && st.Err == nil {
 					sp.o.Start, sp.o.StartKnown = st.Offset, true
 				}
 				sp.oOK = true
 				if _, behind := Oldest(sp.o); !behind || sp.lag <= 0 {
 					continue
 				}
-				at = append(at, behindPart{sp, t, s.readUncommitted})
+				hints[i] = hint
+				at = append(at, behindPart{sp, t, s.readUncommitted, &hints[i]})
 			}
 		}
 	}
@@ -234,11 +274,15 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 	p := &lagPlan{}
 	wantIdx := map[probeKey]int{}
 	plans := make([]partPlan, len(at))
-	hints := make([]*cachedProbe, len(at))
+	tid, lastTopic := int32(0), ""
 	for i, b := range at {
 		pp := &plans[i]
-		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true, hint: &hints[i]}
-		c.cache.planProbe(p, pp, c.cache.topicID(b.topic), b.topic, wantIdx, nil, b.ru)
+		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true, hint: b.hint}
+		if i == 0 || b.topic != lastTopic {
+			tid, lastTopic = c.cache.topicID(b.topic), b.topic
+		}
+		c.cache.planProbe(p, pp, tid, b.topic, wantIdx, *b.hint, b.ru)
+		*b.hint = pp.probe
 	}
 	if len(p.wants) > 0 {
 		probes, ok, err := c.prober.Read(ctx, v.meta, p.wants)
