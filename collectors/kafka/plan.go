@@ -80,10 +80,10 @@ type probeCache struct {
 	// between collections, 8 bytes a partition: the plan's partitions
 	// themselves (56 bytes each) are made anew from one slab per
 	// collection.
-	last map[groupTopic][]*cachedProbe
+	last map[groupTopic]*hintSet
 	// lastShares is the same for share groups' partitions, by index in
 	// the group's answer for the topic.
-	lastShares map[groupTopic][]*cachedProbe
+	lastShares map[groupTopic]*hintSet
 	// used is how many entries this collection used (marked with gen).
 	used int
 }
@@ -98,6 +98,44 @@ func (c *probeCache) use(cp *cachedProbe) {
 
 // groupTopic names one (group, topic) of a plan.
 type groupTopic struct{ group, topic string }
+
+// hintSet is what one (group, topic) keeps between collections: the probe
+// each of its partitions had, and its label set. It is updated in place,
+// so that a steady collection makes no new map of them; gen is the last
+// collection that used it.
+type hintSet struct {
+	probes []*cachedProbe
+	series *labelSet
+	gen    uint32
+}
+
+// hints returns gt's hint set for np partitions in m, marked used by
+// collection gen; a (group, topic) met twice in one collection gets a
+// set of its own, not kept.
+func hints(m map[groupTopic]*hintSet, gt groupTopic, np int, gen uint32) *hintSet {
+	hs := m[gt]
+	switch {
+	case hs == nil:
+		hs = &hintSet{}
+		m[gt] = hs
+	case hs.gen == gen:
+		return &hintSet{probes: make([]*cachedProbe, np), gen: gen}
+	}
+	hs.gen = gen
+	if len(hs.probes) != np {
+		hs.probes = make([]*cachedProbe, np)
+	}
+	return hs
+}
+
+// sweepHints drops the hint sets collection gen did not use.
+func sweepHints(m map[groupTopic]*hintSet, gen uint32) {
+	for gt, hs := range m {
+		if hs.gen != gen {
+			delete(m, gt)
+		}
+	}
+}
 
 func newProbeCache() *probeCache {
 	return &probeCache{probes: map[probeKey]*cachedProbe{}, topicIDs: map[string]int32{}}
@@ -122,9 +160,6 @@ type partPlan struct {
 	ok, ignored, noCommit bool
 	behind                bool
 	probe                 *cachedProbe
-	// hint is where the plan keeps this partition's probe for the next
-	// collection: fill sets it when the probe is read.
-	hint **cachedProbe
 }
 
 // topicPlan is one (group, topic) and its partitions.
@@ -132,6 +167,7 @@ type topicPlan struct {
 	group *groupState
 	topic string
 	parts []partPlan
+	hints *hintSet
 }
 
 // miss is a partition whose probe is not cached: read as wants[want],
@@ -141,6 +177,7 @@ type miss struct {
 	key  probeKey
 	want int
 	cont *cachedProbe
+	hint **cachedProbe
 }
 
 // lagPlan is one collection's plan.
@@ -201,8 +238,15 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 	// Offsets by topic, indexed by partition, made once per topic: a
 	// lookup per (group, partition) would hash the topic name each time.
 	byTopic := map[string]*topicOffsets{}
-	last, next := c.last, make(map[groupTopic][]*cachedProbe, len(c.last))
-	defer func() { c.last = next }()
+	if c.last == nil {
+		c.last = map[groupTopic]*hintSet{}
+	}
+	used := 0
+	defer func() {
+		if used != len(c.last) {
+			sweepHints(c.last, c.gen)
+		}
+	}()
 	for _, g := range states {
 		for _, t := range byGroup[g.name] {
 			td, ok := v.meta[t]
@@ -229,23 +273,18 @@ func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v v
 			}
 			parts := slab[:np:np]
 			slab = slab[np:]
-			gt := groupTopic{g.name, t}
-			hints := last[gt]
-			if _, dup := next[gt]; dup || len(hints) != np {
-				hints = make([]*cachedProbe, np)
-			}
-			next[gt] = hints
-			p.topics = append(p.topics, topicPlan{group: g, topic: t, parts: parts})
+			hs := hints(c.last, groupTopic{g.name, t}, np, c.gen)
+			used++
+			p.topics = append(p.topics, topicPlan{group: g, topic: t, parts: parts, hints: hs})
 			tid := c.topicID(t)
 			commits := g.commits[t]
 			for i := range parts {
 				pp := &parts[i]
 				pp.part = int32(i)
 				if offsets(pp, g.name, t, to, commits, rule, partial) && pp.behind {
-					c.planProbe(p, pp, tid, t, wantIdx, hints[i], g.readUncommitted)
+					c.planProbe(p, pp, tid, t, wantIdx, &hs.probes[i], g.readUncommitted)
 				}
-				pp.hint = &hints[i]
-				hints[i] = pp.probe
+				hs.probes[i] = pp.probe
 			}
 		}
 	}
@@ -312,13 +351,13 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committe
 }
 
 // planProbe takes pp's probe from the cache or adds it to the reads. hint
-// is the entry the partition had in the last plan, taken when it is
-// still the cache's entry for the key.
-func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wantIdx map[probeKey]int, hint *cachedProbe, ru bool) {
+// holds the entry the partition had in the last plan, taken when it is
+// still the cache's entry for the key; fill puts a probe read there.
+func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wantIdx map[probeKey]int, hint **cachedProbe, ru bool) {
 	from, _ := Oldest(pp.o)
 	key := probeKey{tid, pp.part, from, ru}
 	read := from
-	cp := hint
+	cp := *hint
 	if cp == nil || cp.dropped || cp.key != key {
 		cp = c.probes[key]
 	}
@@ -340,7 +379,7 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 		wantIdx[wk] = wi
 		p.wants = append(p.wants, Want{Topic: t, Partition: pp.part, From: read, Uncommitted: ru})
 	}
-	p.misses = append(p.misses, miss{pp: pp, key: key, want: wi, cont: cp})
+	p.misses = append(p.misses, miss{pp: pp, key: key, want: wi, cont: cp, hint: hint})
 }
 
 // fill caches what was read for p's misses.
@@ -382,7 +421,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 		cp.set(pr)
 		c.use(cp)
 		m.pp.probe = cp
-		*m.pp.hint = cp
+		*m.hint = cp
 	}
 }
 

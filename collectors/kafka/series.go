@@ -22,6 +22,9 @@ type labelSet struct {
 	labels []*dto.LabelPair
 	last   [4]*gauge
 	gen    uint64
+	// dropped: the set left the cache; a caller keeping it as a hint
+	// must look it up again.
+	dropped bool
 }
 
 // seriesCache keeps every label set of the last collection, so that a
@@ -79,6 +82,7 @@ func (c *seriesCache) end() {
 	}
 	for k, s := range c.entries {
 		if s.gen != c.gen {
+			s.dropped = true
 			delete(c.entries, k)
 		}
 	}
@@ -114,6 +118,19 @@ func (c *seriesCache) labels(partial *[]error, kind *prometheus.Desc, values ...
 		c.used++
 	}
 	return s
+}
+
+// hinted marks s, a set kept by the caller from an earlier collection,
+// used by this one; it reports false when s is nil or left the cache.
+func (c *seriesCache) hinted(s *labelSet) bool {
+	if s == nil || s.dropped {
+		return false
+	}
+	if s.gen != c.gen {
+		s.gen = c.gen
+		c.used++
+	}
+	return true
 }
 
 // share replaces each of a new set's pairs by the same pair already held

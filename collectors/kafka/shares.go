@@ -236,20 +236,23 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 	at := make([]behindPart, 0, n)
 	// Each share-partition's last probe is tried before the cache's map,
 	// as for consumer groups (plan).
-	last, next := c.cache.lastShares, make(map[groupTopic][]*cachedProbe, len(c.cache.lastShares))
-	defer func() { c.cache.lastShares = next }()
+	if c.cache.lastShares == nil {
+		c.cache.lastShares = map[groupTopic]*hintSet{}
+	}
+	used := 0
+	defer func() {
+		if used != len(c.cache.lastShares) {
+			sweepHints(c.cache.lastShares, c.cache.gen)
+		}
+	}()
 	for _, s := range ss {
 		for t, parts := range s.topics {
-			gt := groupTopic{s.name, t}
-			hints := last[gt]
-			if _, dup := next[gt]; dup || len(hints) != len(parts) {
-				hints = make([]*cachedProbe, len(parts))
-			}
-			next[gt] = hints
+			hs := hints(c.cache.lastShares, groupTopic{s.name, t}, len(parts), c.cache.gen)
+			used++
 			ends, starts := v.ends[t], v.starts[t]
 			for i := range parts {
-				hint := hints[i]
-				hints[i] = nil
+				hint := hs.probes[i]
+				hs.probes[i] = nil
 				sp := &parts[i]
 				end, ok := ends[sp.part]
 				if !ok || end.Err != nil || !sp.lagOK {
@@ -263,8 +266,8 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 				if _, behind := Oldest(sp.o); !behind || sp.lag <= 0 {
 					continue
 				}
-				hints[i] = hint
-				at = append(at, behindPart{sp, t, s.readUncommitted, &hints[i]})
+				hs.probes[i] = hint
+				at = append(at, behindPart{sp, t, s.readUncommitted, &hs.probes[i]})
 			}
 		}
 	}
@@ -277,11 +280,11 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 	tid, lastTopic := int32(0), ""
 	for i, b := range at {
 		pp := &plans[i]
-		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true, hint: b.hint}
+		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true}
 		if i == 0 || b.topic != lastTopic {
 			tid, lastTopic = c.cache.topicID(b.topic), b.topic
 		}
-		c.cache.planProbe(p, pp, tid, b.topic, wantIdx, *b.hint, b.ru)
+		c.cache.planProbe(p, pp, tid, b.topic, wantIdx, b.hint, b.ru)
 		*b.hint = pp.probe
 	}
 	if len(p.wants) > 0 {
