@@ -221,12 +221,49 @@ func mergeTopics(a, b []string) []string {
 // no Fetch, as an unmoved commit does not), else read, once per distinct
 // offset, and cached.
 func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v view, partial *[]error) {
-	type behindPart struct {
-		sp    *sharePart
-		topic string
-		ru    bool
-		hint  **cachedProbe
+	at := c.sharesBehind(ss, v)
+	if len(at) == 0 {
+		return
 	}
+	p := &lagPlan{}
+	wantIdx := map[probeKey]int{}
+	plans := make([]partPlan, len(at))
+	tid, lastTopic := int32(0), ""
+	for i, b := range at {
+		pp := &plans[i]
+		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true}
+		if i == 0 || b.topic != lastTopic {
+			tid, lastTopic = c.cache.topicID(b.topic), b.topic
+		}
+		c.cache.planProbe(p, pp, tid, b.topic, wantIdx, b.hint, b.ru)
+		*b.hint = pp.probe
+	}
+	if len(p.wants) > 0 {
+		probes, ok, err := c.prober.Read(ctx, v.meta, p.wants)
+		if err != nil {
+			*partial = append(*partial, fmt.Errorf("share groups: %w", err))
+		}
+		c.cache.fill(p, probes, ok)
+	}
+	for i, b := range at {
+		if cp := plans[i].probe; cp != nil {
+			b.sp.probe, b.sp.probeOK = cp.get(), true
+		}
+	}
+}
+
+// behindPart is a share-partition whose group is behind: its probe is
+// needed; hint holds the probe it had in the last collection.
+type behindPart struct {
+	sp    *sharePart
+	topic string
+	ru    bool
+	hint  **cachedProbe
+}
+
+// sharesBehind fills each share-partition's offsets from v and returns
+// those whose group is behind.
+func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 	n := 0
 	for _, s := range ss {
 		for _, parts := range s.topics {
@@ -271,34 +308,7 @@ func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v vie
 			}
 		}
 	}
-	if len(at) == 0 {
-		return
-	}
-	p := &lagPlan{}
-	wantIdx := map[probeKey]int{}
-	plans := make([]partPlan, len(at))
-	tid, lastTopic := int32(0), ""
-	for i, b := range at {
-		pp := &plans[i]
-		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true}
-		if i == 0 || b.topic != lastTopic {
-			tid, lastTopic = c.cache.topicID(b.topic), b.topic
-		}
-		c.cache.planProbe(p, pp, tid, b.topic, wantIdx, b.hint, b.ru)
-		*b.hint = pp.probe
-	}
-	if len(p.wants) > 0 {
-		probes, ok, err := c.prober.Read(ctx, v.meta, p.wants)
-		if err != nil {
-			*partial = append(*partial, fmt.Errorf("share groups: %w", err))
-		}
-		c.cache.fill(p, probes, ok)
-	}
-	for i, b := range at {
-		if cp := plans[i].probe; cp != nil {
-			b.sp.probe, b.sp.probeOK = cp.get(), true
-		}
-	}
+	return at
 }
 
 // emitShares sends the share groups' series.
