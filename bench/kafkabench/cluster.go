@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -120,14 +122,29 @@ func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, reco
 		}
 	}
 	commit := func(ctx context.Context, g int) error {
-		if share {
-			rs, err := adm.AlterShareGroupOffsets(ctx, gs[g], offs[g])
+		if !share {
+			return adm.CommitAllOffsets(ctx, gs[g], offs[g])
+		}
+		// kadm does not retry AlterShareGroupOffsets while Apache
+		// Kafka's share coordinators move or load: ask again, a
+		// bounded number of times.
+		var err error
+		for try := 0; try < 50; try++ {
+			var rs kadm.AlterShareGroupOffsetsResponses
+			rs, err = adm.AlterShareGroupOffsets(ctx, gs[g], offs[g])
 			if err == nil {
 				err = rs.Error()
 			}
-			return err
+			if !errors.Is(err, kerr.NotCoordinator) && !errors.Is(err, kerr.CoordinatorLoadInProgress) && !errors.Is(err, kerr.CoordinatorNotAvailable) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
-		return adm.CommitAllOffsets(ctx, gs[g], offs[g])
+		return err
 	}
 	if err := eachConcurrently(ctx, groups, commit); err != nil {
 		return nil, err
