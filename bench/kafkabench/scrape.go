@@ -111,6 +111,11 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	}
 	r.seedTook = time.Since(t0)
 	fmt.Fprintf(os.Stderr, "seeded %d groups in %s\n", groups, r.seedTook.Round(time.Millisecond))
+	if o.share {
+		if err := sharesSettled(ctx, k, names); err != nil {
+			return r, err
+		}
+	}
 
 	runtime.GC()
 	var before runtime.MemStats
@@ -271,7 +276,7 @@ func startExporter(ctx context.Context, addrs []string, share bool) (*exporter, 
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: 60 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		cancel()
 		os.RemoveAll(dir)

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 )
 
 // seriesPrefix is the name prefix of the series the scrape must hold per
@@ -67,6 +70,30 @@ func timeShares(ctx context.Context, adm *kadm.Client, groups []string) (time.Du
 		}
 	}
 	return d, nil
+}
+
+// sharesSettled waits, up to two minutes, until one share describe of
+// every group answers: Apache Kafka's share coordinator loads the state of
+// new share groups lazily, and the first answers time out.
+func sharesSettled(ctx context.Context, k *config.Kafka, names []string) error {
+	cl, err := kafkaclient.New(k)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	start := time.Now()
+	for {
+		_, err := timeShares(ctx, adm, names)
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "share groups answered after %s\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(start) > 2*time.Minute || ctx.Err() != nil {
+			return fmt.Errorf("share groups never answered: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "share groups not answering yet: %v\n", err)
+	}
 }
 
 // writeHeapProfile writes the heap profile (after the GC that measured
