@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
@@ -86,12 +87,12 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 	var (
 		wg             sync.WaitGroup
 		desc           kadm.DescribedShareGroups
-		offs           kadm.DescribedShareGroupsOffsets
+		offs           map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup
 		descErr, offEr error
 	)
 	wg.Add(2)
 	go func() { defer wg.Done(); desc, descErr = c.adm.DescribeShareGroups(ctx, names...) }()
-	go func() { defer wg.Done(); offs, offEr = c.adm.DescribeShareGroupOffsets(ctx, names...) }()
+	go func() { defer wg.Done(); offs, offEr = fetchShareOffsets(ctx, c.cl, names) }()
 	wg.Wait()
 	if descErr != nil {
 		*partial = append(*partial, fmt.Errorf("describe share groups: %w", descErr))
@@ -113,61 +114,9 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 				s.state, s.members, s.membersOK = d.GroupState, len(d.Members), true
 			}
 		}
-		if o, ok := offs[name]; ok {
-			s.topics = shareParts(name, o, c.topics, partial)
+		if rg, ok := offs[name]; ok {
+			s.topics = shareParts(rg, c.topics, partial)
 		}
-	}
-	return out
-}
-
-// shareParts turns one group's share offsets into partitions by topic,
-// kept by filter, sorted by partition.
-func shareParts(group string, o kadm.DescribedShareGroupOffsets, filter func(string) bool, partial *[]error) map[string][]sharePart {
-	if errors.Is(o.Err, kerr.GroupIDNotFound) {
-		return nil
-	}
-	if o.Err != nil {
-		*partial = append(*partial, fmt.Errorf("share group offsets of %s: %w", group, o.Err))
-		return nil
-	}
-	out := map[string][]sharePart{}
-	for t, ps := range o.Offsets {
-		if filter != nil && !filter(t) {
-			continue
-		}
-		// Each partition goes to its own index, so the parts come out
-		// sorted without a sort (sorting them was a third of the work
-		// here); the indexes left empty are then squeezed out.
-		n := int32(0)
-		for p := range ps {
-			n = max(n, p+1)
-		}
-		parts := make([]sharePart, n)
-		for p, so := range ps {
-			if p < 0 {
-				continue
-			}
-			if so.Err != nil {
-				*partial = append(*partial, fmt.Errorf("share group offset of %s on %s/%d: %w", group, t, p, so.Err))
-				parts[p] = sharePart{part: p, listed: true}
-				continue
-			}
-			if so.StartOffset < 0 {
-				// No share-partition state yet (the group has not
-				// fetched from it): Kafka's tool shows "-", and there
-				// is nothing to count.
-				continue
-			}
-			parts[p] = sharePart{part: p, spso: so.StartOffset, lag: so.Lag, lagOK: so.Lag >= 0, listed: true}
-		}
-		kept := parts[:0]
-		for _, sp := range parts {
-			if sp.listed {
-				sp.listed = false
-				kept = append(kept, sp)
-			}
-		}
-		out[t] = kept
 	}
 	return out
 }
