@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,11 +11,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -75,8 +78,10 @@ var base = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 
 // seed creates the topics, writes records (timestamped a second apart, in
 // batches as a producer would) and commits every group at its own offsets
-// behind the end.
-func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, records, batch int) ([]string, error) {
+// behind the end: each group's offsets in one OffsetCommit request (with
+// share, one AlterShareGroupOffsets request setting its share-partition
+// start offsets, which creates the share group), groups concurrently.
+func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, records, batch int, share bool) ([]string, error) {
 	cl, err := kafkaclient.New(k, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -107,19 +112,80 @@ func seed(ctx context.Context, k *config.Kafka, groups, partitions, topics, reco
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var gs []string
-	for g := 0; g < groups; g++ {
-		name := fmt.Sprintf("g%04d", g)
-		gs = append(gs, name)
-		os := kadm.Offsets{}
+	gs := make([]string, groups)
+	offs := make([]kadm.Offsets, groups)
+	for g := range gs {
+		gs[g] = fmt.Sprintf("g%05d", g)
+		offs[g] = kadm.Offsets{}
 		for p := 0; p < partitions; p++ {
-			os.Add(kadm.Offset{Topic: names[g%topics], Partition: int32(p), At: rng.Int64N(int64(records - 1)), LeaderEpoch: -1})
-		}
-		if err := adm.CommitAllOffsets(ctx, name, os); err != nil {
-			return nil, fmt.Errorf("commit %s: %w", name, err)
+			offs[g].Add(kadm.Offset{Topic: names[g%topics], Partition: int32(p), At: rng.Int64N(int64(records - 1)), LeaderEpoch: -1})
 		}
 	}
+	commit := func(ctx context.Context, g int) error {
+		if !share {
+			return adm.CommitAllOffsets(ctx, gs[g], offs[g])
+		}
+		// kadm does not retry AlterShareGroupOffsets while Apache
+		// Kafka's share coordinators move or load: ask again, a
+		// bounded number of times.
+		var err error
+		for try := 0; try < 50; try++ {
+			var rs kadm.AlterShareGroupOffsetsResponses
+			rs, err = adm.AlterShareGroupOffsets(ctx, gs[g], offs[g])
+			if err == nil {
+				err = rs.Error()
+			}
+			if !errors.Is(err, kerr.NotCoordinator) && !errors.Is(err, kerr.CoordinatorLoadInProgress) && !errors.Is(err, kerr.CoordinatorNotAvailable) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return err
+	}
+	if err := eachConcurrently(ctx, groups, commit); err != nil {
+		return nil, err
+	}
 	return gs, nil
+}
+
+// seedWorkers is how many groups commit at once while seeding.
+const seedWorkers = 32
+
+// eachConcurrently runs do(0..n-1) on seedWorkers goroutines; the first
+// error stops the others and is returned, naming the group.
+func eachConcurrently(ctx context.Context, n int, do func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < seedWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range next {
+				if err := do(ctx, g); err != nil {
+					cancel(fmt.Errorf("commit group %d: %w", g, err))
+					return
+				}
+			}
+		}()
+	}
+	for g := 0; g < n && ctx.Err() == nil; g++ {
+		select {
+		case next <- g:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
 }
 
 // moveCommits moves every partition's commit of groups one record on.

@@ -59,7 +59,7 @@ func run(groups int, o options) (row, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	names, err := seed(ctx, k, groups, o.partitions, o.topics, o.records, o.batch)
+	names, err := seed(ctx, k, groups, o.partitions, o.topics, o.records, o.batch, false)
 	if err != nil {
 		return r, err
 	}

@@ -35,10 +35,19 @@ type options struct {
 	// profileScrapes is how many extra steady scrapes the -scrape CPU
 	// profile covers.
 	profileScrapes int
+	// share measures share groups instead of consumer groups.
+	share bool
+	// heapprofile is where the heap profile of each size goes.
+	heapprofile string
 }
 
 func main() {
 	o, serve, memprofile, scrapeMode := parseFlags()
+	if o.heapprofile != "" {
+		// Sample finely: the default (one per 512 KB) cannot tell the
+		// caches apart.
+		runtime.MemProfileRate = 1024
+	}
 	if serve > 0 {
 		serveKfake(serve)
 		return
@@ -78,6 +87,8 @@ func parseFlags() (o options, serve int, memprofile string, scrapeMode bool) {
 	flag.IntVar(&o.profileScrapes, "profile-scrapes", 100, "with -scrape and -cpuprofile: steady scrapes the profile covers")
 	flag.StringVar(&o.broker, "broker", "kfake", "with -scrape: kfake (child process) or kafka (Apache Kafka from .cache, a JVM child process)")
 	flag.IntVar(&serve, "serve-kfake", 0, "internal: run a kfake cluster of this many brokers, print its addresses, exit when stdin closes")
+	flag.BoolVar(&o.share, "share", false, "with -scrape: the groups are share groups (KIP-932), against DescribeShareGroups and DescribeShareGroupOffsets")
+	flag.StringVar(&o.heapprofile, "heapprofile", "", "with -scrape: write the heap profile taken where the exporter's heap is measured to FILE.GROUPS")
 	flag.StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run here")
 	flag.BoolVar(&scrapeMode, "scrape", false, "measure the whole HTTP /metrics scrape of the running exporter against kadm.Lag")
 	flag.Parse()

@@ -72,20 +72,26 @@ func runScrape(o options) {
 	}
 	fmt.Printf("\n%s; %d topics x %d partitions, %d records of 100 bytes per partition, every group lagging on every partition; whole HTTP /metrics scrape of the running exporter vs one bare kadm.Lag, same process, alternating; medians of %d runs (steady: 3 per run); Go %s, GOMAXPROCS %d\n\n",
 		version, o.topics, o.partitions, o.records, o.reps, runtime.Version(), runtime.GOMAXPROCS(0))
-	fmt.Println("| groups | kadm.Lag cold | scrape cold | ratio | CPU ratio | kadm.Lag warm | scrape steady | ratio | CPU ratio | series | heap per group | heap in use |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	base, kind := "kadm.Lag", "consumer groups"
+	if o.share {
+		base, kind = "kadm share describe", "share groups"
+	}
+	fmt.Printf("%s; baseline %s\n\n", kind, base)
+	fmt.Printf("| groups | %[1]s cold | scrape cold | ratio | CPU ratio | %[1]s warm | scrape steady | ratio | CPU ratio | series | heap per group | heap in use | scrape steady per group | CPU per group |\n", base)
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Printf("| %d | %s | %s | %.2fx | %.2fx | %s | %s | %.2fx | %.2fx | %d | %.1f KB | %s |\n",
+		fmt.Printf("| %d | %s | %s | %.2fx | %.2fx | %s | %s | %.2fx | %.2fx | %d | %.1f KB | %s | %.1f µs | %.1f µs |\n",
 			r.groups, ms(r.lagCold), ms(r.scrapeCold), ratio(r.scrapeCold, r.lagCold), ratio(r.cpu[1], r.cpu[0]),
 			ms(r.lagWarm), ms(r.scrapeWarm), ratio(r.scrapeWarm, r.lagWarm), ratio(r.cpu[3], r.cpu[2]),
-			r.series, float64(r.heapPerGroup)/1024, mb(r.heapInUse))
+			r.series, float64(r.heapPerGroup)/1024, mb(r.heapInUse),
+			float64(r.scrapeWarm.Nanoseconds())/1e3/float64(r.groups), float64(r.cpu[3].Nanoseconds())/1e3/float64(r.groups))
 	}
 	if len(rows) >= 2 {
 		a, b := rows[len(rows)-2], rows[len(rows)-1]
 		g := float64(b.groups) / float64(a.groups)
-		fmt.Printf("\nGrowth %d -> %d groups (x%.0f): scrape steady x%.2f, kadm.Lag warm x%.2f; scrape cold x%.2f, kadm.Lag cold x%.2f\n",
+		fmt.Printf("\nGrowth %[1]d -> %[2]d groups (x%.0[3]f): scrape steady x%.2[4]f, %[9]s warm x%.2[5]f; scrape cold x%.2[6]f, %[9]s cold x%.2[7]f; heap x%.2[8]f\n",
 			a.groups, b.groups, g, ratio(b.scrapeWarm, a.scrapeWarm), ratio(b.lagWarm, a.lagWarm),
-			ratio(b.scrapeCold, a.scrapeCold), ratio(b.lagCold, a.lagCold))
+			ratio(b.scrapeCold, a.scrapeCold), ratio(b.lagCold, a.lagCold), float64(b.heapInUse)/float64(max(a.heapInUse, 1)), base)
 	}
 	fmt.Printf("Peak RSS of the measured process: %s (the broker is a child process)\n", mb(peakRSS()))
 	for _, r := range rows {
@@ -95,21 +101,26 @@ func runScrape(o options) {
 
 func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	r := scrapeRow{groups: groups}
-	k := &config.Kafka{Brokers: addrs, Groups: []string{"/g.*/"}, Deadline: 10 * time.Minute}
+	k := &config.Kafka{Brokers: addrs, Deadline: 10 * time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	names, err := seed(ctx, k, groups, o.partitions, o.topics, o.records, o.batch)
+	names, err := seed(ctx, k, groups, o.partitions, o.topics, o.records, o.batch, o.share)
 	if err != nil {
 		return r, err
 	}
 	r.seedTook = time.Since(t0)
 	fmt.Fprintf(os.Stderr, "seeded %d groups in %s\n", groups, r.seedTook.Round(time.Millisecond))
+	if o.share {
+		if err := sharesSettled(ctx, k, names); err != nil {
+			return r, err
+		}
+	}
 
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	ex, err := startExporter(ctx, addrs)
+	ex, err := startExporter(ctx, addrs, o.share)
 	if err != nil {
 		return r, err
 	}
@@ -119,22 +130,22 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	// The server's first background collection; then every measured cold
 	// scrape follows a reload to a changed cluster configuration (a new
 	// collector: new clients, empty caches).
-	if _, _, err := scrapeHTTP(hc, url, ""); err != nil {
+	if _, _, err := scrapeHTTP(hc, url, "", ""); err != nil {
 		return r, err
 	}
 	// Samples: kadm.Lag cold, scrape cold, kadm.Lag warm, scrape steady;
 	// wall and CPU.
 	var wall, cpu [4][]time.Duration
 	for i := 0; i < o.reps; i++ {
-		if err := measureOnce(ctx, k, names, ex, hc, &wall, &cpu, &r.series); err != nil {
+		if err := measureOnce(ctx, k, names, ex, hc, &wall, &cpu, &r.series, o.share); err != nil {
 			return r, err
 		}
 	}
 	if err := profileSteady(hc, url, o.profileScrapes); err != nil {
 		return r, err
 	}
-	if r.series < 4*groups {
-		return r, fmt.Errorf("scrape exported %d outbox_consumer series for %d groups", r.series, groups)
+	if min := minSeries(o.share) * groups; r.series < min {
+		return r, fmt.Errorf("scrape exported %d %s series for %d groups, want at least %d", r.series, seriesPrefix(o.share), groups, min)
 	}
 	runtime.GC()
 	var after runtime.MemStats
@@ -142,6 +153,9 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	if after.HeapAlloc > before.HeapAlloc {
 		r.heapInUse = after.HeapAlloc - before.HeapAlloc
 		r.heapPerGroup = r.heapInUse / uint64(groups)
+	}
+	if err := writeHeapProfile(o.heapprofile, groups); err != nil {
+		return r, err
 	}
 	r.lagCold, r.scrapeCold, r.lagWarm, r.scrapeWarm = median(wall[0]), median(wall[1]), median(wall[2]), median(wall[3])
 	for i := range cpu {
@@ -162,7 +176,7 @@ func profileSteady(hc *http.Client, url string, n int) error {
 	}
 	defer stop()
 	for i := 0; i < n; i++ {
-		if _, _, err := scrapeHTTP(hc, url, ""); err != nil {
+		if _, _, err := scrapeHTTP(hc, url, "", ""); err != nil {
 			return err
 		}
 	}
@@ -171,7 +185,7 @@ func profileSteady(hc *http.Client, url string, n int) error {
 
 // measureOnce takes one cold pair (a new kadm client; a scrape after a
 // reload) and three steady pairs, alternating.
-func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *exporter, hc *http.Client, wall, cpu *[4][]time.Duration, series *int) error {
+func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *exporter, hc *http.Client, wall, cpu *[4][]time.Duration, series *int, share bool) error {
 	cl, err := kafkaclient.New(k)
 	if err != nil {
 		return err
@@ -179,12 +193,16 @@ func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *expor
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	lag := func(i int) error {
-		d, err := timeLag(ctx, adm, names)
+		timed := timeLag
+		if share {
+			timed = timeShares
+		}
+		d, err := timed(ctx, adm, names)
 		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
 		return err
 	}
 	scrape := func(i int, want string) error {
-		d, n, err := scrapeHTTP(hc, ex.url, want)
+		d, n, err := scrapeHTTP(hc, ex.url, want, seriesPrefix(ex.share))
 		wall[i], cpu[i] = append(wall[i], d), append(cpu[i], lastCPU)
 		*series = n
 		return err
@@ -218,11 +236,16 @@ type exporter struct {
 	cfgFile  string
 	addrs    []string
 	deadline int // minutes
+	share    bool
 	stop     func()
 }
 
 func (e *exporter) writeConfig() error {
-	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    groups: [\"/g.*/\"]\n    deadline: %dm\n", strings.Join(e.addrs, ", "), e.deadline)
+	key := "groups"
+	if e.share {
+		key = "share_groups"
+	}
+	cfg := fmt.Sprintf("kafka:\n  bench:\n    brokers: [%s]\n    %s: [\"/g.*/\"]\n    deadline: %dm\n", strings.Join(e.addrs, ", "), key, e.deadline)
 	return os.WriteFile(e.cfgFile, []byte(cfg), 0o600)
 }
 
@@ -241,19 +264,19 @@ func (e *exporter) reload(group string) (string, error) {
 	return fmt.Sprintf(vocab.ConsumerDeadline+"{cluster=\"bench\",group=%q} %d\n", group, e.deadline*60), nil
 }
 
-func startExporter(ctx context.Context, addrs []string) (*exporter, error) {
+func startExporter(ctx context.Context, addrs []string, share bool) (*exporter, error) {
 	dir, err := os.MkdirTemp("", "kafkabench-")
 	if err != nil {
 		return nil, err
 	}
-	e := &exporter{cfgFile: filepath.Join(dir, "config.yaml"), addrs: addrs, deadline: 10}
+	e := &exporter{cfgFile: filepath.Join(dir, "config.yaml"), addrs: addrs, deadline: 10, share: share}
 	if err := e.writeConfig(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: 60 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		cancel()
 		os.RemoveAll(dir)
@@ -269,7 +292,7 @@ func startExporter(ctx context.Context, addrs []string) (*exporter, error) {
 // consumer series; a scrape whose Kafka collector failed, or that lacks
 // want (when given), is an error. Its time and lastCPU end when the body
 // is read, before the checks, as timeLag's end when kadm.Lag returns.
-func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) {
+func scrapeHTTP(hc *http.Client, base, want, prefix string) (time.Duration, int, error) {
 	c0 := cpuTime()
 	start := time.Now()
 	resp, err := hc.Get(base + "/metrics")
@@ -290,5 +313,5 @@ func scrapeHTTP(hc *http.Client, base, want string) (time.Duration, int, error) 
 	if want != "" && !strings.Contains(s, want) {
 		return d, 0, fmt.Errorf("scrape: no line %q: the reload did not take", want)
 	}
-	return d, strings.Count(s, "\noutbox_consumer_"), nil
+	return d, strings.Count(s, "\n"+prefix), nil
 }

@@ -271,7 +271,11 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 			}
 		}
 		g, t := tp.group.name, tp.topic
-		ls := c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
+		ls := tp.hints.series
+		if !c.series.hinted(ls) {
+			ls = c.series.labels(partial, kafkaLagMessagesDesc, c.cluster, g, t)
+			tp.hints.series = ls
+		}
 		ls.send(ch, 3, kafkaUncommittedDesc, float64(noCommit))
 		if sum.MessagesOK || sum.SecondsOK {
 			if sum.MessagesOK {
@@ -318,8 +322,10 @@ func decideTopic(tp *topicPlan, now time.Time, buf []Partition) []Partition {
 			buf = append(buf, Partition{})
 		default:
 			var probe *Probe
+			var cached Probe
 			if pp.behind && pp.probe != nil {
-				probe = &pp.probe.probe
+				cached = pp.probe.get()
+				probe = &cached
 			}
 			buf = append(buf, Decide(pp.o, probe, now))
 		}

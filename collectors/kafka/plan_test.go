@@ -210,7 +210,7 @@ func TestPlanCache(t *testing.T) {
 	}
 	c.fill(p, []Probe{{From: 6, Next: 8, Stable: 10, Found: true, Offset: 7}}, []bool{true})
 	c.sweep()
-	if got := p.misses[0].pp.probe.probe; got.From != 2 || got.Offset != 7 {
+	if got := p.misses[0].pp.probe.get(); got.From != 2 || got.Offset != 7 {
 		t.Fatalf("continued probe %+v; want from 2, found 7", got)
 	}
 

@@ -22,6 +22,9 @@ type labelSet struct {
 	labels []*dto.LabelPair
 	last   [4]*gauge
 	gen    uint64
+	// dropped: the set left the cache; a caller keeping it as a hint
+	// must look it up again.
+	dropped bool
 }
 
 // seriesCache keeps every label set of the last collection, so that a
@@ -37,10 +40,19 @@ type seriesCache struct {
 	entries map[labelKey]*labelSet
 	gen     uint64
 	used    int
+	// pairs holds one label pair per (name, value) in use, shared by
+	// every label set holding it: a group's sets share its group pair,
+	// and all sets share the cluster's and each topic's. A pair (and its
+	// two strings) in every set was 700 bytes of the ~2 KB a group's
+	// series kept between collections. Pairs are immutable once made.
+	pairs map[pairKey]*dto.LabelPair
 }
 
+// pairKey names one label pair.
+type pairKey struct{ name, value string }
+
 func newSeriesCache() *seriesCache {
-	return &seriesCache{entries: map[labelKey]*labelSet{}}
+	return &seriesCache{entries: map[labelKey]*labelSet{}, pairs: map[pairKey]*dto.LabelPair{}}
 }
 
 // gauge is a constant gauge with shared, immutable label pairs.
@@ -62,16 +74,25 @@ func (g *gauge) Write(out *dto.Metric) error {
 // begin starts a collection.
 func (c *seriesCache) begin() { c.gen++; c.used = 0 }
 
-// end drops the label sets this collection did not use.
+// end drops the label sets this collection did not use, and the pairs
+// only they held.
 func (c *seriesCache) end() {
 	if c.used == len(c.entries) {
 		return
 	}
 	for k, s := range c.entries {
 		if s.gen != c.gen {
+			s.dropped = true
 			delete(c.entries, k)
 		}
 	}
+	pairs := make(map[pairKey]*dto.LabelPair, len(c.pairs))
+	for _, s := range c.entries {
+		for _, lp := range s.labels {
+			pairs[pairKey{lp.GetName(), lp.GetValue()}] = lp
+		}
+	}
+	c.pairs = pairs
 }
 
 // labels returns the label set of kind's label names with values (at
@@ -89,7 +110,7 @@ func (c *seriesCache) labels(partial *[]error, kind *prometheus.Desc, values ...
 				return nil
 			}
 		}
-		s = &labelSet{labels: prometheus.MakeLabelPairs(kind, values)}
+		s = &labelSet{labels: c.share(prometheus.MakeLabelPairs(kind, values))}
 		c.entries[k] = s
 	}
 	if s.gen != c.gen {
@@ -97,6 +118,33 @@ func (c *seriesCache) labels(partial *[]error, kind *prometheus.Desc, values ...
 		c.used++
 	}
 	return s
+}
+
+// hinted marks s, a set kept by the caller from an earlier collection,
+// used by this one; it reports false when s is nil or left the cache.
+func (c *seriesCache) hinted(s *labelSet) bool {
+	if s == nil || s.dropped {
+		return false
+	}
+	if s.gen != c.gen {
+		s.gen = c.gen
+		c.used++
+	}
+	return true
+}
+
+// share replaces each of a new set's pairs by the same pair already held
+// by another set, and keeps the others for the sets to come.
+func (c *seriesCache) share(lps []*dto.LabelPair) []*dto.LabelPair {
+	for i, lp := range lps {
+		k := pairKey{lp.GetName(), lp.GetValue()}
+		if held, ok := c.pairs[k]; ok {
+			lps[i] = held
+		} else {
+			c.pairs[k] = lp
+		}
+	}
+	return lps
 }
 
 // send sends desc's gauge on s (nil: nothing), slot naming desc among the

@@ -157,3 +157,34 @@ func TestLabelSetSharedBySlots(t *testing.T) {
 		t.Fatalf("%d label sets for one group and topic", len(c.entries))
 	}
 }
+
+// TestSeriesCacheSharesPairs: a group's label sets hold one pair for its
+// name, every set the one cluster pair, and a pair goes when the last set
+// holding it does (a group that left leaves nothing behind).
+func TestSeriesCacheSharesPairs(t *testing.T) {
+	c := newSeriesCache()
+	var partial []error
+	c.begin()
+	topicSet := c.labels(&partial, kafkaLagMessagesDesc, "main", "g1", "events")
+	groupSet := c.labels(&partial, kafkaDeadlineDesc, "main", "g1")
+	other := c.labels(&partial, kafkaDeadlineDesc, "main", "g2")
+	c.end()
+	if len(partial) > 0 {
+		t.Fatal(partial)
+	}
+	if topicSet.labels[0] != groupSet.labels[0] || groupSet.labels[0] != other.labels[0] {
+		t.Errorf("cluster pair not shared")
+	}
+	if topicSet.labels[1] != groupSet.labels[1] {
+		t.Errorf("group pair of g1 not shared between its sets")
+	}
+	if got := len(c.pairs); got != 4 {
+		t.Errorf("%d pairs held, want 4 (cluster, g1, g2, topic)", got)
+	}
+	c.begin()
+	c.labels(&partial, kafkaDeadlineDesc, "main", "g2")
+	c.end()
+	if _, ok := c.pairs[pairKey{"group", "g1"}]; ok || len(c.pairs) != 2 {
+		t.Errorf("pairs after g1 left: %v, want cluster and g2 only", c.pairs)
+	}
+}

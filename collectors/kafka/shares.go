@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
@@ -56,8 +57,11 @@ type sharePart struct {
 	lagOK   bool
 	o       Offsets
 	oOK     bool
-	probe   *Probe
+	probe   Probe
 	probeOK bool
+	// listed marks, while shareParts sorts them, the partitions the
+	// broker answered for.
+	listed bool
 }
 
 // shareState is what one collection learned of one share group.
@@ -83,12 +87,12 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 	var (
 		wg             sync.WaitGroup
 		desc           kadm.DescribedShareGroups
-		offs           kadm.DescribedShareGroupsOffsets
+		offs           map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup
 		descErr, offEr error
 	)
 	wg.Add(2)
 	go func() { defer wg.Done(); desc, descErr = c.adm.DescribeShareGroups(ctx, names...) }()
-	go func() { defer wg.Done(); offs, offEr = c.adm.DescribeShareGroupOffsets(ctx, names...) }()
+	go func() { defer wg.Done(); offs, offEr = fetchShareOffsets(ctx, c.cl, names) }()
 	wg.Wait()
 	if descErr != nil {
 		*partial = append(*partial, fmt.Errorf("describe share groups: %w", descErr))
@@ -110,45 +114,9 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 				s.state, s.members, s.membersOK = d.GroupState, len(d.Members), true
 			}
 		}
-		if o, ok := offs[name]; ok {
-			s.topics = shareParts(name, o, c.topics, partial)
+		if rg, ok := offs[name]; ok {
+			s.topics = shareParts(rg, c.topics, partial)
 		}
-	}
-	return out
-}
-
-// shareParts turns one group's share offsets into partitions by topic,
-// kept by filter, sorted by partition.
-func shareParts(group string, o kadm.DescribedShareGroupOffsets, filter func(string) bool, partial *[]error) map[string][]sharePart {
-	if errors.Is(o.Err, kerr.GroupIDNotFound) {
-		return nil
-	}
-	if o.Err != nil {
-		*partial = append(*partial, fmt.Errorf("share group offsets of %s: %w", group, o.Err))
-		return nil
-	}
-	out := map[string][]sharePart{}
-	for t, ps := range o.Offsets {
-		if filter != nil && !filter(t) {
-			continue
-		}
-		parts := make([]sharePart, 0, len(ps))
-		for p, so := range ps {
-			if so.Err != nil {
-				*partial = append(*partial, fmt.Errorf("share group offset of %s on %s/%d: %w", group, t, p, so.Err))
-				parts = append(parts, sharePart{part: p})
-				continue
-			}
-			if so.StartOffset < 0 {
-				// No share-partition state yet (the group has not
-				// fetched from it): Kafka's tool shows "-", and there
-				// is nothing to count.
-				continue
-			}
-			parts = append(parts, sharePart{part: p, spso: so.StartOffset, lag: so.Lag, lagOK: so.Lag >= 0})
-		}
-		sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
-		out[t] = parts
 	}
 	return out
 }
@@ -196,45 +164,100 @@ func mergeTopics(a, b []string) []string {
 	return out
 }
 
-// readShareProbes fills each share-partition's offsets from v and reads
-// the first record at its start offset where the group is behind.
+// readShareProbes fills each share-partition's offsets from v and takes
+// the first record at its start offset where the group is behind: from
+// the probe cache the consumer groups use (an unmoved start offset costs
+// no Fetch, as an unmoved commit does not), else read, once per distinct
+// offset, and cached.
 func (c *Collector) readShareProbes(ctx context.Context, ss []*shareState, v view, partial *[]error) {
-	var (
-		wants []Want
-		at    []*sharePart
-	)
+	at := c.sharesBehind(ss, v)
+	if len(at) == 0 {
+		return
+	}
+	p := &lagPlan{}
+	wantIdx := map[probeKey]int{}
+	plans := make([]partPlan, len(at))
+	tid, lastTopic := int32(0), ""
+	for i, b := range at {
+		pp := &plans[i]
+		*pp = partPlan{part: b.sp.part, o: b.sp.o, ok: true, behind: true}
+		if i == 0 || b.topic != lastTopic {
+			tid, lastTopic = c.cache.topicID(b.topic), b.topic
+		}
+		c.cache.planProbe(p, pp, tid, b.topic, wantIdx, b.hint, b.ru)
+		*b.hint = pp.probe
+	}
+	if len(p.wants) > 0 {
+		probes, ok, err := c.prober.Read(ctx, v.meta, p.wants)
+		if err != nil {
+			*partial = append(*partial, fmt.Errorf("share groups: %w", err))
+		}
+		c.cache.fill(p, probes, ok)
+	}
+	for i, b := range at {
+		if cp := plans[i].probe; cp != nil {
+			b.sp.probe, b.sp.probeOK = cp.get(), true
+		}
+	}
+}
+
+// behindPart is a share-partition whose group is behind: its probe is
+// needed; hint holds the probe it had in the last collection.
+type behindPart struct {
+	sp    *sharePart
+	topic string
+	ru    bool
+	hint  **cachedProbe
+}
+
+// sharesBehind fills each share-partition's offsets from v and returns
+// those whose group is behind.
+func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
+	n := 0
+	for _, s := range ss {
+		for _, parts := range s.topics {
+			n += len(parts)
+		}
+	}
+	at := make([]behindPart, 0, n)
+	// Each share-partition's last probe is tried before the cache's map,
+	// as for consumer groups (plan).
+	if c.cache.lastShares == nil {
+		c.cache.lastShares = map[groupTopic]*hintSet{}
+	}
+	used := 0
+	defer func() {
+		if used != len(c.cache.lastShares) {
+			sweepHints(c.cache.lastShares, c.cache.gen)
+		}
+	}()
 	for _, s := range ss {
 		for t, parts := range s.topics {
+			hs := hints(c.cache.lastShares, groupTopic{s.name, t}, len(parts), c.cache.gen)
+			used++
+			ends, starts := v.ends[t], v.starts[t]
 			for i := range parts {
+				hint := hs.probes[i]
+				hs.probes[i] = nil
 				sp := &parts[i]
-				end, ok := v.ends.Lookup(t, sp.part)
+				end, ok := ends[sp.part]
 				if !ok || end.Err != nil || !sp.lagOK {
 					continue
 				}
 				sp.o = Offsets{Commit: sp.spso, End: end.Offset}
-				if st, ok := v.starts.Lookup(t, sp.part); ok && st.Err == nil {
+				if st, ok := starts[sp.part]; ok && st.Err == nil {
 					sp.o.Start, sp.o.StartKnown = st.Offset, true
 				}
 				sp.oOK = true
-				if from, behind := Oldest(sp.o); behind && sp.lag > 0 {
-					wants = append(wants, Want{Topic: t, Partition: sp.part, From: from, Uncommitted: s.readUncommitted})
-					at = append(at, sp)
+				if _, behind := Oldest(sp.o); !behind || sp.lag <= 0 {
+					continue
 				}
+				hs.probes[i] = hint
+				at = append(at, behindPart{sp, t, s.readUncommitted, &hs.probes[i]})
 			}
 		}
 	}
-	if len(wants) == 0 {
-		return
-	}
-	probes, ok, err := c.prober.Read(ctx, v.meta, wants)
-	if err != nil {
-		*partial = append(*partial, fmt.Errorf("share groups: %w", err))
-	}
-	for i, sp := range at {
-		if ok[i] {
-			sp.probe, sp.probeOK = &probes[i], true
-		}
-	}
+	return at
 }
 
 // emitShares sends the share groups' series.
@@ -243,9 +266,11 @@ func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, no
 		if s.gone {
 			continue
 		}
-		c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name).send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(s.name).Seconds())
+		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name)
+		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(s.name).Seconds())
 		if s.membersOK {
-			c.series.send(ch, partial, shareMembersDesc, float64(s.members), c.cluster, s.name)
+			// The members share the deadline's label set.
+			ls.send(ch, 1, shareMembersDesc, float64(s.members))
 			c.series.send(ch, partial, shareInfoDesc, 1, c.cluster, s.name, s.state)
 		}
 		topics := make([]string, 0, len(s.topics))
@@ -284,7 +309,7 @@ func shareSum(parts []sharePart, now time.Time) Topic {
 			// (the offsets moved between the two answers): caught up.
 			d.SecondsOK = true
 		case sp.probeOK:
-			dec := Decide(sp.o, sp.probe, now)
+			dec := Decide(sp.o, &sp.probe, now)
 			d.Seconds, d.SecondsOK = dec.Seconds, dec.SecondsOK
 		}
 		ds[i] = d

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -165,19 +164,22 @@ func TestKafkaShareGroup(t *testing.T) {
 // with a state but no lag (a broker before DescribeShareGroupOffsets v1)
 // is unknown.
 func TestShareParts(t *testing.T) {
-	o := kadm.DescribedShareGroupOffsets{Group: "q", Offsets: kadm.ShareOffsets{"jobs": {
-		0: {Topic: "jobs", Partition: 0, StartOffset: -1, Lag: -1},
-		1: {Topic: "jobs", Partition: 1, StartOffset: 4, Lag: 6},
-		2: {Topic: "jobs", Partition: 2, StartOffset: 3, Lag: -1},
+	o := &kmsg.DescribeShareGroupOffsetsResponseGroup{GroupID: "q", Topics: []kmsg.DescribeShareGroupOffsetsResponseGroupTopic{{
+		Topic: "jobs",
+		Partitions: []kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition{
+			{Partition: 2, StartOffset: 3, Lag: -1},
+			{Partition: 0, StartOffset: -1, Lag: -1},
+			{Partition: 1, StartOffset: 4, Lag: 6},
+		},
 	}}}
 	var partial []error
-	got := shareParts("q", o, nil, &partial)["jobs"]
+	got := shareParts(o, nil, &partial)["jobs"]
 	want := []sharePart{{part: 1, spso: 4, lag: 6, lagOK: true}, {part: 2, spso: 3, lag: -1}}
 	if !reflect.DeepEqual(got, want) || len(partial) != 0 {
 		t.Fatalf("got %+v (partial %v), want %+v", got, partial, want)
 	}
 	got[0].o, got[0].oOK = Offsets{Commit: 4, End: 10}, true
-	got[0].probe, got[0].probeOK = &Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4, Timestamp: kafkaBase.Add(-time.Minute)}, true
+	got[0].probe, got[0].probeOK = Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4, Timestamp: kafkaBase.Add(-time.Minute)}, true
 	sum := shareSum(got, kafkaBase)
 	if sum.Messages != 6 || !sum.MessagesOK || sum.Seconds != 60 || !sum.Partial || sum.Unknown != 1 {
 		t.Fatalf("sum %+v: want 6 messages, 60 s, one partition unknown", sum)
