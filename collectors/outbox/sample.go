@@ -147,9 +147,11 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (
 			return err
 		}
 		if b := s.claimedCappedBatch(spec, r); b != nil {
-			return sendBatch(ctx, conn, tx, b)
+			if err := sendBatch(ctx, conn, tx, b); err != nil {
+				return err
+			}
 		}
-		return nil
+		return s.cover(ctx, conn, tx, spec, r)
 	})
 	if err != nil {
 		return nil, err
@@ -246,23 +248,11 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 	}
 	if stateCapped {
 		r.groups = nil
-		if q := spec.OldestQuery(); q != "" {
-			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
-				if r.oldest, err = scanOldest(rows, nl); err != nil {
-					return fmt.Errorf("find oldest unpublished rows: %w", err)
-				}
-				return nil
-			})
+		r.walked = true
+		queueGroups(b, spec.WalkQuery(), spec, partWalk, &r.groups, "read the oldest unpublished rows (capped)")
+		if q := spec.OverridesQuery(); q != "" {
+			queueGroups(b, q, spec, partOverride, &r.groups, "read the rows of the deadline overrides (capped)")
 		}
-		if q := spec.OldestRowsQuery(); q != "" {
-			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
-				if r.byTime, err = scanOldest(rows, nl); err != nil {
-					return fmt.Errorf("read the oldest unpublished rows: %w", err)
-				}
-				return nil
-			})
-		}
-		queueGroups(b, spec.PendingQuery(), spec, partPending, &r.groups, "count pending rows (capped)")
 		if q := spec.ClaimedQuery(); q != "" {
 			queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")
 		}

@@ -26,6 +26,14 @@ const (
 	// partClaimedCapped: the claimed rows' per label set reads, whose
 	// unknown results come from partUnknown.
 	partClaimedCapped
+	// partWalk, partOverride, partProbe: the capped reads of the oldest
+	// unpublished rows (outboxsql/walk.go, cover.go); partPending is then
+	// the per label set read, run only when these cannot cover every
+	// series.
+	partWalk
+	partOverride
+	partProbe
+	partProbeAge
 )
 
 type group struct {
@@ -47,10 +55,11 @@ type oldest struct {
 type read struct {
 	now    int64
 	groups []group
-	oldest []oldest
-	// byTime are the oldest unpublished rows in created_at order, read
-	// while capped (OldestRowsQuery).
-	byTime       []oldest
+	// walked: the unpublished rows were capped and read in time order
+	// (partWalk); fallback: the per label set read (partPending) ran too.
+	walked, fallback bool
+	// oldest are the per combination oldest ages of the fallback.
+	oldest       []oldest
 	dead         []group
 	unclassified []group
 	leases       []Mark

@@ -28,8 +28,8 @@ func (s *Spec) Planned() []Plan {
 		}
 	}
 	add("state", s.StateQuery(), "unpublished", PlanRule{})
-	add("oldest", s.OldestQuery(), "unpublished", PlanRule{Ordered: true})
-	add("pending (capped)", s.PendingQuery(), "unpublished", PlanRule{})
+	add("pending (capped, fallback)", s.PendingQuery(), "unpublished", PlanRule{})
+	add("override values (capped)", s.OverridesQuery(), "unpublished", PlanRule{})
 	// Both read in created_at order (the id's, for a table with no
 	// creation time): the unpublished index without labels, the oldest
 	// index with them.
@@ -38,7 +38,7 @@ func (s *Spec) Planned() []Plan {
 		byTime = "oldest"
 	}
 	add("stuck", s.StuckQuery(), byTime, PlanRule{Ordered: true}, 10)
-	add("oldest rows (capped)", s.OldestRowsQuery(), byTime, PlanRule{Ordered: true})
+	add("walk by time (capped)", s.WalkQuery(), byTime, PlanRule{Ordered: true})
 	add("claimed (capped)", s.ClaimedQuery(), "lease", PlanRule{})
 	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), PlanRule{})
 	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), PlanRule{})
