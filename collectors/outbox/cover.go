@@ -13,7 +13,7 @@ import (
 )
 
 // cover completes the capped reads of the unpublished rows. The walk in
-// time order (WalkQuery) met the oldest row of every series it met a
+// time order (StateQuery) met the oldest row of every series it met a
 // pending row of; a series it met none of, while rows were left past
 // it, is read apart: an admitted combination by a probe of its own rows
 // (one index range each), and a series folded into "other" (or partly)

@@ -140,11 +140,10 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (
 		}
 		b, capped := s.cappedBatch(spec, r)
 		r.capped = capped
-		if b.Len() == 0 {
-			return nil
-		}
-		if err := sendBatch(ctx, conn, tx, b); err != nil {
-			return err
+		if b.Len() > 0 {
+			if err := sendBatch(ctx, conn, tx, b); err != nil {
+				return err
+			}
 		}
 		if b := s.claimedCappedBatch(spec, r); b != nil {
 			if err := sendBatch(ctx, conn, tx, b); err != nil {
@@ -247,9 +246,11 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 		return b, false
 	}
 	if stateCapped {
-		r.groups = nil
+		// The state query read the oldest rows by time: a walk.
 		r.walked = true
-		queueGroups(b, spec.WalkQuery(), spec, partWalk, &r.groups, "read the oldest unpublished rows (capped)")
+		for i := range r.groups {
+			r.groups[i].part = partWalk
+		}
 		if q := spec.OverridesQuery(); q != "" {
 			queueGroups(b, q, spec, partOverride, &r.groups, "read the rows of the deadline overrides (capped)")
 		}

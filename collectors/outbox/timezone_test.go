@@ -10,11 +10,11 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 )
 
-// TestWalkQueryIndexFriendlyOnTimestamp: on a `timestamp without time
-// zone` column the capped walk in time order orders by the column itself,
+// TestStateQueryIndexFriendlyOnTimestamp: on a `timestamp without time
+// zone` column the state query (a walk in time order) orders by the column itself,
 // so the index returns its first entries in order (a Limit over the index,
 // no Sort), instead of converting every entry (a sort of the backlog).
-func TestWalkQueryIndexFriendlyOnTimestamp(t *testing.T) {
+func TestStateQueryIndexFriendlyOnTimestamp(t *testing.T) {
 	for _, zone := range []string{"", "UTC"} {
 		t.Run("time_zone="+zone, func(t *testing.T) {
 			db, pool := setup(t, `CREATE TABLE q (id bigint PRIMARY KEY, created_at timestamp NOT NULL, status text NOT NULL);
@@ -35,12 +35,12 @@ func TestWalkQueryIndexFriendlyOnTimestamp(t *testing.T) {
 			db.Exec(t, s.Indexes()["unpublished"].SQL("q"))
 			db.Exec(t, "ANALYZE q")
 			var plan string
-			if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+s.WalkQuery()).Scan(&plan); err != nil {
+			if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+s.StateQuery()).Scan(&plan); err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(plan, `"Node Type": "Limit"`) || !strings.Contains(plan, s.Indexes()["unpublished"].Name) ||
 				strings.Contains(plan, `"Sort Key": ["q.created_at"]`) {
-				t.Fatalf("the walk does not read the index in order:\n%s\n%s", s.WalkQuery(), plan)
+				t.Fatalf("the state query does not read the index in order:\n%s\n%s", s.StateQuery(), plan)
 			}
 		})
 	}

@@ -93,11 +93,11 @@ func (s *Spec) Indexes() map[string]Index {
 	ukey := append(append([]string{}, labels...), s.OrderColumn())
 	out["unpublished"] = Index{Name: IndexName(s.Name, "unpublished"), Columns: ukey,
 		Include: include(ukey, append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...), Where: up,
-		For: "the state, oldest-row and stuck-row queries"}
+		For: "the reads of one label set: deadline overrides, label sets the oldest rows missed, the per label set fallback (and without labels the state and stuck-row queries)"}
 	if len(labels) > 0 {
 		// Without labels the unpublished index is this one.
 		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: []string{s.OrderColumn()}, Where: up,
-			For: "the oldest rows by time, at any number of label combinations, and the stuck-row list"}
+			For: "the state query, which reads the oldest rows by time at any number of label combinations, and the stuck-row list"}
 	}
 	if dp := r.dead(); dp != "" {
 		cols := labels

@@ -105,16 +105,20 @@ func (sh stateShape) aggregate(from string) string {
 
 // StateQuery aggregates the unpublished rows by status, facts and label
 // values: count, age of the oldest, count past each deadline. It reads
-// at most MaxCount+1 rows (a LIMIT subquery), so that a huge backlog
-// costs no more than MaxCount rows; a total above MaxCount means capped,
-// and the sample reads the capped queries instead of trusting it.
+// at most MaxCount+1 rows, the oldest first (in created_at order, the
+// id's on a table with no creation time, through the oldest index), so
+// that a huge backlog costs no more than MaxCount rows; a total above
+// MaxCount means capped, and the rows it read are then a walk of the
+// oldest unpublished rows by time: every label combination it met has
+// its exact oldest age, whatever the number of combinations (walk.go,
+// and the collector's cover.go for the series it did not meet).
 //
 // Columns: status, facts bits, labels..., rows, oldest age seconds, past
 // deadline rows for each of Deadlines.
 func (s *Spec) StateQuery() string {
 	sh := s.stateShape()
-	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
-		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished()), s.O.MaxCount+1))
+	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d",
+		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished()), col(s.OrderColumn()), s.O.MaxCount+1))
 }
 
 // ClaimedQuery is the state query over the claimed unpublished rows only,
@@ -148,7 +152,7 @@ func (s *Spec) UnknownQuery() string {
 }
 
 // PendingQuery is the state query over the unclaimed unpublished rows
-// while capped, when the walk in time order (WalkQuery) could not cover
+// while capped, when the walk in time order (StateQuery) could not cover
 // every series: the oldest k of each label combination, where the
 // combinations come from the skip-scan (at most MaxOldestTuples) and k is
 // MaxCount divided among them, at least 1. So every combination that has

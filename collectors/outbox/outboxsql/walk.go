@@ -19,21 +19,6 @@ import (
 // series folded into "other" is left the per combination skip-scan
 // (PendingQuery).
 
-// WalkQuery is the state query over the MaxCount oldest unpublished rows,
-// in created_at order (the id's on a table with no creation time) through
-// the oldest index: one index range, whatever the number of label
-// combinations. Every combination it meets has its exact oldest age, and
-// its rows past a deadline are exact among the rows older than the last
-// row read. Fewer than MaxCount rows back means it read every unpublished
-// row.
-//
-// Columns: those of StateQuery.
-func (s *Spec) WalkQuery() string {
-	sh := s.stateShape()
-	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d",
-		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished()), col(s.OrderColumn()), s.O.MaxCount))
-}
-
 // Overrides are the first label's values with a deadline override,
 // sorted.
 func (s *Spec) Overrides() []string {
