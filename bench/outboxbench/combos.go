@@ -3,7 +3,9 @@ package main
 // The capped collection at many label combinations (-combos): a 2M-row
 // backlog, all unpublished, spread evenly over label combinations and
 // over 50 minutes, plus one hour-old zz.payment.failed row whose value
-// has a 30 s deadline override. Each cardinality has its own table in the
+// has a 30 s deadline override. All pending; with -combos-claimed, one
+// row in twenty is claimed (half of those with an expired lease), as a
+// stalled relay leaves them. Each cardinality has its own table in the
 // database outbox_bench_combos, built once and reused. The whole
 // collection is timed against the naive exact GROUP BY over the
 // unpublished rows in the same run, and the zz series is checked to
@@ -43,7 +45,7 @@ func combosOutbox(table string) *config.Outbox {
 
 // runCombos measures the capped collection at each number of label
 // combinations in counts, with backlog unpublished rows.
-func runCombos(server string, counts []int, backlog, runs, naiveRuns int) error {
+func runCombos(server string, counts []int, backlog, runs, naiveRuns int, claimed bool) error {
 	ctx := context.Background()
 	u, err := url.Parse(server)
 	if err != nil {
@@ -64,12 +66,16 @@ func runCombos(server string, counts []int, backlog, runs, naiveRuns int) error 
 		return err
 	}
 	defer ro.Close()
-	fmt.Printf("\ncapped collection, %d unpublished rows (max_count %d), load average %s\n\n", backlog, config.DefaultMaxCount, loadavg())
+	kind, prefix := "all pending", "outbox_p"
+	if claimed {
+		kind, prefix = "one in twenty claimed", "outbox_c"
+	}
+	fmt.Printf("\ncapped collection, %d unpublished rows (%s, max_count %d), load average %s\n\n", backlog, kind, config.DefaultMaxCount, loadavg())
 	fmt.Println("| label combinations | first collection | one collection, median (best) | naive GROUP BY, median | ratio | zz series: oldest age, past deadline |")
 	fmt.Println("|---:|---:|---:|---:|---:|---|")
 	for _, n := range counts {
-		table := "outbox_c" + strconv.Itoa(n)
-		if err := buildCombos(ctx, rw, ro, table, n, backlog); err != nil {
+		table := prefix + strconv.Itoa(n)
+		if err := buildCombos(ctx, rw, ro, table, n, backlog, claimed); err != nil {
 			return err
 		}
 		o := combosOutbox(table)
@@ -152,9 +158,9 @@ func ensureDB(ctx context.Context, server, name string) error {
 }
 
 // buildCombos creates table with backlog unpublished rows over n label
-// combinations (event types × topics), one in twenty claimed, and the
-// indexes check asks for, unless a table of that shape is there.
-func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, backlog int) error {
+// combinations (event types × topics), one in twenty claimed if claimed,
+// and the indexes check asks for, unless a table of that shape is there.
+func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, backlog int, claimed bool) error {
 	var have int64
 	if err := rw.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname = $1`, table).Scan(&have); err != nil {
 		return err
@@ -174,6 +180,10 @@ func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, bac
 		types++
 	}
 	topics := n / types
+	every := 20
+	if !claimed {
+		every = backlog + 1 // no row
+	}
 	logf("building %s: %d rows over %d event types × %d topics", table, backlog, types, topics)
 	for _, q := range []string{
 		`DROP TABLE IF EXISTS ` + table,
@@ -191,10 +201,10 @@ func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, bac
 		fmt.Sprintf(`INSERT INTO %[1]s (event_id, created_at, event_type, topic, status, lease_until, payload)
 		  SELECT i, now() - interval '50 minutes' + i * (interval '50 minutes' / %[2]d),
 		    'ev.' || lpad((i %% %[3]d)::text, 4, '0'), 'dest.' || lpad(((i / %[3]d) %% %[4]d)::text, 3, '0'),
-		    CASE WHEN i %% 20 = 0 THEN 'CLAIMED' ELSE 'PENDING' END,
-		    CASE WHEN i %% 40 = 0 THEN now() - interval '1 minute' WHEN i %% 20 = 0 THEN now() + interval '1 hour' END,
+		    CASE WHEN i %% %[5]d = 0 THEN 'CLAIMED' ELSE 'PENDING' END,
+		    CASE WHEN i %% (2 * %[5]d) = 0 THEN now() - interval '1 minute' WHEN i %% %[5]d = 0 THEN now() + interval '1 hour' END,
 		    md5(i::text)
-		  FROM generate_series(1, %[2]d) i`, table, backlog, types, topics),
+		  FROM generate_series(1, %[2]d) i`, table, backlog, types, topics, every),
 		fmt.Sprintf(`INSERT INTO %s (event_id, created_at, event_type, topic, status, payload)
 		  VALUES (0, now() - interval '1 hour', 'zz.payment.failed', 'payments', 'PENDING', 'stuck')`, table),
 	} {
@@ -220,7 +230,7 @@ func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, bac
 
 // runCombosFlag is runCombos with the counts as the -combos flag gives
 // them.
-func runCombosFlag(server, list string, backlog, runs, naiveRuns int) error {
+func runCombosFlag(server, list string, backlog, runs, naiveRuns int, claimed bool) error {
 	var counts []int
 	for i, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -229,5 +239,5 @@ func runCombosFlag(server, list string, backlog, runs, naiveRuns int) error {
 		}
 		counts = append(counts, n)
 	}
-	return runCombos(server, counts, backlog, runs, naiveRuns)
+	return runCombos(server, counts, backlog, runs, naiveRuns, claimed)
 }

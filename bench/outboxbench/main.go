@@ -57,9 +57,10 @@ func main() {
 	nullable := flag.Bool("nullable-labels", false, "measure with the label columns nullable and some NULL topics (nullable.go); the table is restored afterwards")
 	order := flag.Bool("order", false, "measure the collection with aggregate, sequence and receipt against it without them, with -small unpublished rows, in the database "+orderDB+" (order.go)")
 	combos := flag.String("combos", "", "measure the capped collection at these numbers of label combinations (comma-separated), with -incident unpublished rows, in the database "+combosDB+" (combos.go)")
+	combosClaimed := flag.Bool("combos-claimed", false, "with -combos: one unpublished row in twenty claimed")
 	flag.Parse()
 	if *combos != "" {
-		if err := runCombosFlag(*server, *combos, *incident, *runs, *naiveRuns); err != nil {
+		if err := runCombosFlag(*server, *combos, *incident, *runs, *naiveRuns, *combosClaimed); err != nil {
 			fmt.Fprintln(os.Stderr, "outboxbench:", err)
 			os.Exit(1)
 		}

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -146,6 +147,12 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 	if len(s.o.Labels) == 0 {
 		return
 	}
+	if r.admitted != nil && !r.fallback {
+		// The capped reads admitted on a copy from these same combinations
+		// (cover.go): the per label set read, which also admits, did not run.
+		s.cap = r.admitted
+		return
+	}
 	s.cap.Admit(s.combos(r, fresh), now)
 }
 
@@ -193,6 +200,7 @@ func freshPublished(w *Watermark, r *read) []PublishedRow {
 // first label), the one outbox_deadline_seconds shows for it.
 func (s *Sampler) gauges(r *read) map[string]*Series {
 	rules := s.spec.Rules
+	deadlines := s.spec.Deadlines()
 	gauges := map[string]*Series{}
 	at := func(vals []string) *Series {
 		folded := s.cap.Fold(vals)
@@ -225,7 +233,9 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			continue
 		}
 		x.Events[stateIndex(st)] += float64(g.rows)
-		x.PastDeadline += float64(g.late[Deadline(s.o, x.Labels)])
+		if i := slices.Index(deadlines, Deadline(s.o, x.Labels)); i >= 0 && i < len(g.late) {
+			x.PastDeadline += float64(g.late[i])
+		}
 		if g.facts.Attempted {
 			x.Retried += float64(g.rows)
 		}

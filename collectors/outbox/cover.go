@@ -74,6 +74,7 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 	pc := s.cap.Clone()
 	wm := s.wm.Clone()
 	pc.Admit(s.combos(r, freshPublished(&wm, r)), time.UnixMicro(r.now))
+	r.admitted = pc
 	// A series the walk met a row of has its oldest row among them; one
 	// it met a pending row of has its pending rows counted.
 	met, metPending := map[string]bool{}, map[string]bool{}

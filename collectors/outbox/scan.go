@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -42,8 +41,10 @@ type group struct {
 	labels []string
 	rows   int64
 	age    float64
-	// late holds the rows past each of the outbox's deadlines.
-	late map[time.Duration]int64
+	// late holds the rows past each of the outbox's deadlines, in the
+	// order of Spec.Deadlines (a slice: a sample may read thousands of
+	// groups).
+	late []int64
 }
 
 type oldest struct {
@@ -59,7 +60,10 @@ type read struct {
 	// (partWalk); fallback: the per label set read (partPending) ran too.
 	walked, fallback bool
 	// oldest are the per combination oldest ages of the fallback.
-	oldest       []oldest
+	oldest []oldest
+	// admitted is the series cap as the capped reads admitted on a copy
+	// (cover.go), nil when they did not.
+	admitted     *SeriesCap
 	dead         []group
 	unclassified []group
 	leases       []Mark
@@ -144,10 +148,7 @@ func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		g.late = make(map[time.Duration]int64, len(ds))
-		for i, d := range ds {
-			g.late[d] = late[i]
-		}
+		g.late = late
 		g.labels = strs(labels)
 		g.facts = FactsFromBits(status, bits)
 		if age != nil && *age > 0 {
