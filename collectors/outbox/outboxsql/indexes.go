@@ -56,11 +56,14 @@ func IndexName(outbox, suffix string) string {
 // Indexes are the indexes the outbox's queries need:
 //
 //   - unpublished: (labels..., created_at) over unpublished rows, with the
-//     columns the state query reads included, so that the state query
-//     is an index-only scan of the unpublished rows and the skip-scans
-//     find each label combination's oldest rows directly;
-//   - oldest: (created_at) over unpublished rows, with labels: the oldest
-//     rows by time, whatever the number of label combinations;
+//     columns the state query reads included, so that the rows of one
+//     label set are one range (the capped reads of a deadline override's
+//     value and of a label set the oldest rows missed) and the fallback
+//     skip-scans find each label combination's oldest rows directly;
+//     without labels it is also the state query's index;
+//   - oldest: (created_at) over unpublished rows, with labels: the state
+//     query reads the oldest rows by time through it, whatever the
+//     number of label combinations;
 //   - dead: (labels...) over dead rows;
 //   - lease: (lease_until or claimed_at) over claimed unpublished rows, so
 //     the expired and live leases are range reads and the claimed rows are
