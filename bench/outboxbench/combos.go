@@ -172,7 +172,8 @@ func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, bac
 		}
 		if rows == int64(backlog)+1 {
 			logf("reusing %s", table)
-			return nil
+			// Create what a newer check asks for.
+			return createCombosIndexes(ctx, rw, ro, table)
 		}
 	}
 	types := int(math.Sqrt(float64(n)*10/3) + 0.5) // 200 × 60 for 12,000
@@ -212,6 +213,12 @@ func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, bac
 			return fmt.Errorf("build %s: %w", table, err)
 		}
 	}
+	return createCombosIndexes(ctx, rw, ro, table)
+}
+
+// createCombosIndexes creates the indexes check asks for on table, then
+// vacuums it as autovacuum would.
+func createCombosIndexes(ctx context.Context, rw, ro *pgxpool.Pool, table string) error {
 	rep, err := outbox.Check(ctx, ro, table, combosOutbox(table))
 	if err != nil {
 		return err
@@ -219,11 +226,11 @@ func buildCombos(ctx context.Context, rw, ro *pgxpool.Pool, table string, n, bac
 	for _, st := range rep.Statements {
 		logf("%s", st)
 		if _, err := rw.Exec(ctx, st); err != nil {
-			return fmt.Errorf("build %s: %w", table, err)
+			return fmt.Errorf("index %s: %w", table, err)
 		}
 	}
 	if _, err := rw.Exec(ctx, `VACUUM ANALYZE `+table); err != nil {
-		return fmt.Errorf("build %s: %w", table, err)
+		return fmt.Errorf("vacuum %s: %w", table, err)
 	}
 	return nil
 }

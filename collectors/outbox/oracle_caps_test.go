@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,14 +34,22 @@ import (
 
 var capsSeeds = flag.Int("caps-seeds", 4, "oracle past every cap: how many generated seeds to run (CI runs the default)")
 
-// capsRegressionSeeds once found a fault; they run on every run.
-var capsRegressionSeeds = []uint64{}
+// capsRegressionSeeds once found a fault; they run on every run, whatever
+// -caps-seeds says.
+var capsRegressionSeeds = []uint64{
+	// Before the walk by time: the pinned zz.payment.failed series read 0
+	// pending rows (its combination sorted past the 10,000 the skip-scan
+	// visited among 12,013 rows).
+	2,
+}
 
 func TestOracleCaps(t *testing.T) {
 	env := newOracleEnv(t)
 	seeds := append([]uint64{}, capsRegressionSeeds...)
 	for i := 1; i <= *capsSeeds; i++ {
-		seeds = append(seeds, uint64(i))
+		if !slices.Contains(seeds, uint64(i)) {
+			seeds = append(seeds, uint64(i))
+		}
 	}
 	for _, seed := range seeds {
 		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runCapsSeed(t, env, seed) }) {

@@ -61,9 +61,10 @@ func IndexName(outbox, suffix string) string {
 //     value and of a label set the oldest rows missed) and the fallback
 //     skip-scans find each label combination's oldest rows directly;
 //     without labels it is also the state query's index;
-//   - oldest: (created_at) over unpublished rows, with labels: the state
-//     query reads the oldest rows by time through it, whatever the
-//     number of label combinations;
+//   - oldest: (created_at) over unpublished rows, with labels, including
+//     the label columns and what the state query reads: the state query
+//     reads the oldest rows by time through it, an index-only scan,
+//     whatever the number of label combinations;
 //   - dead: (labels...) over dead rows;
 //   - lease: (lease_until or claimed_at) over claimed unpublished rows, so
 //     the expired and live leases are range reads and the claimed rows are
@@ -99,7 +100,11 @@ func (s *Spec) Indexes() map[string]Index {
 		For: "the reads of one label set: deadline overrides, label sets the oldest rows missed, the per label set fallback (and without labels the state and stuck-row queries)"}
 	if len(labels) > 0 {
 		// Without labels the unpublished index is this one.
-		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: []string{s.OrderColumn()}, Where: up,
+		// With the label columns and what the state decision reads
+		// included: the state query is then an index-only scan of it.
+		okey := []string{s.OrderColumn()}
+		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: okey, Where: up,
+			Include: include(okey, append(append([]string{}, labels...), append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...)...),
 			For: "the state query, which reads the oldest rows by time at any number of label combinations, and the stuck-row list"}
 	}
 	if dp := r.dead(); dp != "" {
