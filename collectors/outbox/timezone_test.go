@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestStateQueryIndexFriendlyOnTimestamp(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !strings.Contains(plan, `"Node Type": "Limit"`) || !strings.Contains(plan, s.Indexes()["unpublished"].Name) ||
-				strings.Contains(plan, `"Sort Key": ["q.created_at"]`) {
+				regexp.MustCompile(`"Sort Key": \[[^\]]*created_at`).MatchString(plan) {
 				t.Fatalf("the state query does not read the index in order:\n%s\n%s", s.StateQuery(), plan)
 			}
 		})
