@@ -105,7 +105,7 @@ func (s *Spec) Indexes() map[string]Index {
 		okey := []string{s.OrderColumn()}
 		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: okey, Where: up,
 			Include: include(okey, append(append([]string{}, labels...), append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...)...),
-			For: "the state query, which reads the oldest rows by time at any number of label combinations, and the stuck-row list"}
+			For:     "the state query, which reads the oldest rows by time at any number of label combinations, and the stuck-row list"}
 	}
 	if dp := r.dead(); dp != "" {
 		cols := labels
