@@ -78,9 +78,13 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 	// A series the walk met a row of has its oldest row among them; one
 	// it met a pending row of has its pending rows counted.
 	met, metPending := map[string]bool{}, map[string]bool{}
+	overridden := map[string]int64{}
 	for _, g := range r.groups {
 		if g.part != partOverride && g.part != partWalk {
 			continue
+		}
+		if g.part == partOverride {
+			overridden[g.labels[0]] += g.rows
 		}
 		key := joinLabels(pc.Fold(g.labels))
 		met[key] = true
@@ -88,22 +92,25 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 			metPending[key] = true
 		}
 	}
-	return coverTargets(pc, met, metPending)
+	// An override's read that returned fewer than max_count rows read all
+	// the rows of its value.
+	readAll := func(v string) bool { return overridden[v] < int64(s.o.MaxCount) }
+	return coverTargets(pc, met, metPending, readAll)
 }
 
 // coverTargets decides, for the series a cap can fold rows into, those
 // the walk met no row or no pending row of: a combination of admitted
 // values is probed; a series holding "other" needs the skip-scan, unless
-// its first value has a deadline override (the overrides' own read
-// covers it).
-func coverTargets(pc *SeriesCap, met, metPending map[string]bool) (probes [][]string, fallback bool) {
+// its first value has a deadline override whose own read returned all
+// its rows (readAll: the series then has no row the reads missed).
+func coverTargets(pc *SeriesCap, met, metPending map[string]bool, readAll func(string) bool) (probes [][]string, fallback bool) {
 	for _, t := range pc.Targets() {
 		if k := joinLabels(t); met[k] && metPending[k] {
 			continue
 		}
 		folded := slices.Contains(t, Other)
 		switch {
-		case len(t) > 0 && t[0] != Other && pc.Pinned(t[0]) && folded:
+		case len(t) > 0 && t[0] != Other && pc.Pinned(t[0]) && folded && readAll(t[0]):
 		case folded:
 			fallback = true
 		default:

@@ -47,6 +47,7 @@ func TestCoverTargets(t *testing.T) {
 		name          string
 		pinned        []string
 		met, pending  map[string]bool
+		partial       bool // the override's read stopped at max_count
 		probes        [][]string
 		fallback      bool
 		probesNothing bool
@@ -63,12 +64,16 @@ func TestCoverTargets(t *testing.T) {
 		met:  set(key("a", "x"), key("b", "y"), key(Other, Other)), pending: set(key("a", "x"), key(Other, Other)),
 		probes: [][]string{{"b", "y"}},
 	}, {
+		name: "an override's read stopped at max_count and its folded series not met: the skip-scan",
+		met:  set(key("a", "x"), key("b", "y"), key(Other, Other)), pending: set(key("a", "x"), key("b", "y"), key(Other, Other)),
+		pinned: []string{"zz"}, partial: true, fallback: true,
+	}, {
 		name: `"other" with a deadline override is pinned yet folded: the skip-scan`,
 		met:  set(key("a", "x"), key("b", "y")), pending: set(key("a", "x"), key("b", "y")),
 		pinned: []string{Other}, fallback: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			probes, fallback := coverTargets(coverCap(tc.pinned...), tc.met, tc.pending)
+			probes, fallback := coverTargets(coverCap(tc.pinned...), tc.met, tc.pending, func(string) bool { return !tc.partial })
 			if tc.probesNothing && (len(probes) > 0 || fallback) {
 				t.Fatalf("probes %q, fallback %v: want nothing", probes, fallback)
 			}

@@ -191,17 +191,39 @@ func runCapsSeed(t *testing.T, env *oracleEnv, seed uint64) {
 	}
 }
 
-// next publishes a random part of the unpublished rows, oldest first
-// more likely, and adds fresh ones in old and new combinations.
+// next publishes a random third of the unpublished rows, or, as a relay
+// draining a backlog, every row older than a cutoff (so that the series
+// admitted for their old rows are left with fresh rows only, newer than
+// the walk reaches), and adds fresh rows in old and new combinations.
 func (g *capsGen) next(rows []capsRow) []capsRow {
+	drain := g.r.IntN(2) == 0
+	// The cutoff keeps twice max_count rows unpublished: still capped.
+	var times []time.Time
+	for _, x := range rows {
+		if !x.published {
+			times = append(times, x.created)
+		}
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
+	cutoff := times[min(len(times)-1, 2*g.o.MaxCount)]
 	for i := range rows {
-		if !rows[i].published && g.r.IntN(3) == 0 {
+		if rows[i].published {
+			continue
+		}
+		if drain && rows[i].created.Before(cutoff) || !drain && g.r.IntN(3) == 0 {
 			rows[i].published, rows[i].publishedTime = true, g.now
 		}
 	}
+	n := len(rows)
 	for i := 0; i < 200+g.r.IntN(2000); i++ {
-		rows = append(rows, capsRow{created: g.now.Add(-time.Duration(g.r.IntN(5000)) * time.Millisecond),
-			et: g.value("ev", g.r.IntN(400)), topic: g.value("dest", g.r.IntN(80)), status: "PENDING"})
+		x := capsRow{created: g.now.Add(-time.Duration(g.r.IntN(5000)) * time.Millisecond),
+			et: g.value("ev", g.r.IntN(400)), topic: g.value("dest", g.r.IntN(80)), status: "PENDING"}
+		if g.r.IntN(2) == 0 {
+			// In the combination of an earlier row.
+			old := rows[g.r.IntN(n)]
+			x.et, x.topic = old.et, old.topic
+		}
+		rows = append(rows, x)
 	}
 	return rows
 }

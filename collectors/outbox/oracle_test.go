@@ -61,6 +61,10 @@ var oracleRegressionSeeds = []uint64{
 	// series the walk by time missed were skipped: a label set beyond
 	// the walk read 0, and "other" vanished.
 	69, 229,
+	// While capped, a deadline override's value with more rows than its
+	// capped read returns had its folded series (value, other) taken as
+	// read: its oldest age and pending rows were missed.
+	30114,
 }
 
 const fakeClock = `CREATE SCHEMA fakeclock;
