@@ -13,7 +13,8 @@ import (
 // on-call pages on. The oldest rows of the whole outbox are found by
 // walking the index on created_at alone ("oldest"): the first row the
 // walk meets of a series is that series' oldest row, whatever the number
-// of label combinations. The series the walk meets none of are read
+// of label combinations. The state query is that walk: it reads its
+// MaxCount+1 rows oldest first. The series the walk meets none of are read
 // apart: those of a deadline override (OverridesQuery, known from the
 // config), then the admitted combinations (ProbeQuery), and only when a
 // series folded into "other" is left the per combination skip-scan
@@ -34,8 +35,8 @@ func (s *Spec) Overrides() []string {
 }
 
 // OverridesQuery is the state query over, for each value with a deadline
-// override, its MaxCount oldest unpublished rows: the series whose
-// deadline is shortest are read directly, so they exist with their exact
+// override, its MaxCount oldest unpublished rows: the series with a
+// deadline of their own are read directly, so they exist with their exact
 // oldest age and past-deadline count (exact up to MaxCount rows) even
 // when the walk met none of their rows. "" without overrides.
 //
