@@ -10,6 +10,7 @@
 //	go run ./bench/outboxbench            # DATABASE_URL or 127.0.0.1:5432
 //	go run ./bench/outboxbench -rebuild   # drop and build outbox_bench again
 //	go run ./bench/outboxbench -order     # cost of aggregate/sequence/receipt (order.go)
+//	go run ./bench/outboxbench -combos 12000,100000   # capped, many label combinations (combos.go)
 package main
 
 import (
@@ -55,7 +56,16 @@ func main() {
 	smallOnly := flag.Bool("small-only", false, "measure the normal scenario only")
 	nullable := flag.Bool("nullable-labels", false, "measure with the label columns nullable and some NULL topics (nullable.go); the table is restored afterwards")
 	order := flag.Bool("order", false, "measure the collection with aggregate, sequence and receipt against it without them, with -small unpublished rows, in the database "+orderDB+" (order.go)")
+	combos := flag.String("combos", "", "measure the capped collection at these numbers of label combinations (comma-separated), with -incident unpublished rows, in the database "+combosDB+" (combos.go)")
+	combosClaimed := flag.Bool("combos-claimed", false, "with -combos: one unpublished row in twenty claimed")
 	flag.Parse()
+	if *combos != "" {
+		if err := runCombosFlag(*server, *combos, *incident, *runs, *naiveRuns, *combosClaimed); err != nil {
+			fmt.Fprintln(os.Stderr, "outboxbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *order {
 		if err := runOrder(*server, *rows, *small, *runs); err != nil {
 			fmt.Fprintln(os.Stderr, "outboxbench:", err)

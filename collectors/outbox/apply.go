@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -59,14 +60,7 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	now := time.UnixMicro(r.now)
 	snap := &Snapshot{Capped: r.capped}
 
-	marks := make([]Mark, len(r.published))
-	for i, p := range r.published {
-		marks[i] = Mark{Key: p.ID, At: p.PublishedAt}
-	}
-	var fresh []PublishedRow
-	for _, i := range s.wm.Observe(marks, r.now, len(r.published) >= outboxsql.MaxPublishedRows) {
-		fresh = append(fresh, r.published[i])
-	}
+	fresh := freshPublished(&s.wm, r)
 	if s.spec.LeaseColumn() != "" {
 		s.leases += uint64(len(s.leaseW.Observe(r.leases, r.now, len(r.leases) >= outboxsql.MaxPublishedRows)))
 		s.leases += uint64(s.live.judge(r.now, r.live, r.leases, r.fates, o.LeaseUntil != ""))
@@ -153,9 +147,25 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 	if len(s.o.Labels) == 0 {
 		return
 	}
+	if r.admitted != nil && !r.fallback {
+		// The capped reads admitted on a copy from these same combinations
+		// (cover.go): the per label set read, which also admits, did not run.
+		s.cap = r.admitted
+		return
+	}
+	s.cap.Admit(s.combos(r, fresh), now)
+}
+
+// combos are the combinations a sample admits from: all it read except
+// the probes of the capped reads (cover.go), which the admission itself
+// chose. (The per label set read, when it runs, reads every series, so
+// what it admits leaves none unread.)
+func (s *Sampler) combos(r *read, fresh []PublishedRow) []Combo {
 	var combos []Combo
 	for _, g := range r.groups {
-		combos = append(combos, Combo{Values: g.labels, Rows: g.rows, OldestAge: g.age})
+		if g.part != partProbe && g.part != partProbeAge {
+			combos = append(combos, Combo{Values: g.labels, Rows: g.rows, OldestAge: g.age})
+		}
 	}
 	for _, gs := range [][]group{r.dead, r.unclassified} {
 		for _, g := range gs {
@@ -165,13 +175,24 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 	for _, x := range r.oldest {
 		combos = append(combos, Combo{Values: x.labels, OldestAge: x.age})
 	}
-	for _, x := range r.byTime {
-		combos = append(combos, Combo{Values: x.labels, Rows: 1, OldestAge: x.age})
-	}
 	for _, p := range fresh {
 		combos = append(combos, Combo{Values: p.Labels, Rows: 1})
 	}
-	s.cap.Admit(combos, now)
+	return combos
+}
+
+// freshPublished observes the published rows r read on w and returns
+// those not counted before.
+func freshPublished(w *Watermark, r *read) []PublishedRow {
+	marks := make([]Mark, len(r.published))
+	for i, p := range r.published {
+		marks[i] = Mark{Key: p.ID, At: p.PublishedAt}
+	}
+	var fresh []PublishedRow
+	for _, i := range w.Observe(marks, r.now, len(r.published) >= outboxsql.MaxPublishedRows) {
+		fresh = append(fresh, r.published[i])
+	}
+	return fresh
 }
 
 // gauges folds what the sample read into series, keyed by their labels.
@@ -179,6 +200,7 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 // first label), the one outbox_deadline_seconds shows for it.
 func (s *Sampler) gauges(r *read) map[string]*Series {
 	rules := s.spec.Rules
+	deadlines := s.spec.Deadlines()
 	gauges := map[string]*Series{}
 	at := func(vals []string) *Series {
 		folded := s.cap.Fold(vals)
@@ -196,6 +218,12 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			continue
 		}
 		x := at(g.labels)
+		if g.age > x.OldestAge {
+			x.OldestAge = g.age
+		}
+		if s.ageOnly(g, st, r) {
+			continue
+		}
 		if g.part == partUnknown {
 			// Read only for the unknown results of unclaimed rows; the
 			// rows themselves are counted by the pending read.
@@ -205,24 +233,20 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 			continue
 		}
 		x.Events[stateIndex(st)] += float64(g.rows)
-		x.PastDeadline += float64(g.late[Deadline(s.o, x.Labels)])
+		if i := slices.Index(deadlines, Deadline(s.o, x.Labels)); i >= 0 && i < len(g.late) {
+			x.PastDeadline += float64(g.late[i])
+		}
 		if g.facts.Attempted {
 			x.Retried += float64(g.rows)
 		}
 		if (g.part == partAll || g.part == partClaimed) && rules.Unknown(st, g.facts) {
 			x.Unknown += float64(g.rows)
 		}
-		if g.age > x.OldestAge {
-			x.OldestAge = g.age
-		}
 	}
 	for _, x := range r.oldest {
 		g := at(x.labels)
-		if x.age > g.OldestAge {
-			g.OldestAge = x.age
-		}
+		g.OldestAge = max(g.OldestAge, x.age)
 	}
-	s.byTime(r, at)
 	if r.capped {
 		// The oldest age is exact: a series whose oldest row is past its
 		// deadline has at least that one row past it, whichever rows the
@@ -264,26 +288,20 @@ func stateIndex(st State) int {
 	return 0
 }
 
-// byTime folds the oldest rows by time (read while capped) into their
-// series: each is a real unpublished row, so its age is a lower bound of
-// its series' oldest age, and the rows of a series past its deadline
-// among them a lower bound of its past-deadline count; the per
-// combination reads are lower bounds too, so each series keeps the
-// larger. Their rows are not counted as events: their state is not read.
-func (s *Sampler) byTime(r *read, at func([]string) *Series) {
-	late := map[*Series]float64{}
-	for _, x := range r.byTime {
-		g := at(x.labels)
-		if x.age > g.OldestAge {
-			g.OldestAge = x.age
-		}
-		if x.age > Deadline(s.o, g.Labels).Seconds() {
-			late[g]++
-		}
+// ageOnly reports whether group g of the capped reads gives only its
+// oldest age, its rows being counted by another read: the walk's claimed
+// rows (the claimed reads count them), the walk's rows of a value with a
+// deadline override (the overrides' read counts them), and, when the
+// per label set read ran, the walk's and the overrides' rows (it counts
+// them).
+func (s *Sampler) ageOnly(g group, st State, r *read) bool {
+	switch g.part {
+	case partWalk:
+		return st != Pending || r.fallback || len(g.labels) > 0 && s.o.Deadlines[g.labels[0]] > 0
+	case partOverride:
+		return st != Pending || r.fallback
+	case partProbeAge:
+		return true
 	}
-	for g, n := range late {
-		if n > g.PastDeadline {
-			g.PastDeadline = n
-		}
-	}
+	return false
 }

@@ -57,7 +57,7 @@ func TestBehindQueryIsRangeScan(t *testing.T) {
 			return err
 		}
 		t.Logf("state query, analysed:\n%s", strings.Join(lines, "\n"))
-		plans, err = preparedPlans(ctx, tx, []string{spec.StateQuery(), spec.OldestQuery(), spec.StuckQuery()})
+		plans, err = preparedPlans(ctx, tx, []string{spec.StateQuery(), spec.StuckQuery()})
 		return err
 	})
 	if err != nil {

@@ -17,7 +17,8 @@
 //     before any decision; behind.go adds the slot's confirmed time for
 //     an outbox published by a replication slot, order_track.go the
 //     order queries, stuck.go the stuck-rows page, check.go the check
-//     command.
+//     command; cover.go completes the capped reads with the series the
+//     walk of the oldest rows missed (coverTargets decides which).
 //   - Decide: pure functions, no I/O, tested without a database.
 //     state.go decides a row's state, an unknown result and a deadline;
 //     class.go folds states into the classes audit and reconcile read;
@@ -30,8 +31,8 @@
 //
 // One value from the configuration to its metric, the rows past an
 // outbox's deadline: outboxsql.Spec.StateQuery counts, per group of rows,
-// those past each of Spec.Deadlines; scanGroups keys the counts by
-// deadline; Sampler.gauges takes, for each series, the count of its own
+// those past each of Spec.Deadlines; scanGroups keeps them in that
+// order; Sampler.gauges takes, for each series, the count of its own
 // Deadline (state.go); Collector.Update sends it as
 // outbox_past_deadline_events, beside outbox_deadline_seconds.
 package outbox

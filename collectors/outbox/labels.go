@@ -65,6 +65,9 @@ func (c *LabelCap) Admit(cands []Candidate, now time.Time) {
 			delete(c.admitted, v)
 		}
 	}
+	// With no slot free no newcomer can be admitted: skip ranking them (a
+	// capped sample may bring thousands).
+	full := len(c.admitted) >= c.Max
 	var fresh []Candidate
 	merged := map[string]int{}
 	for _, cand := range cands {
@@ -73,6 +76,9 @@ func (c *LabelCap) Admit(cands []Candidate, now time.Time) {
 		}
 		if _, ok := c.admitted[cand.Value]; ok {
 			c.admitted[cand.Value] = now
+			continue
+		}
+		if full {
 			continue
 		}
 		if i, ok := merged[cand.Value]; ok {

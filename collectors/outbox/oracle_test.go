@@ -57,6 +57,14 @@ var oracleRegressionSeeds = []uint64{
 	// oldest age came from the capped reads only (the skip-scan passed
 	// NULLs over): now the skip-scan visits them.
 	17, 35, 37, 38, 80,
+	// While capped with no other capped read to send, the reads of the
+	// series the walk by time missed were skipped: a label set beyond
+	// the walk read 0, and "other" vanished.
+	69, 229,
+	// While capped, a deadline override's value with more rows than its
+	// capped read returns had its folded series (value, other) taken as
+	// read: its oldest age and pending rows were missed.
+	30114,
 }
 
 const fakeClock = `CREATE SCHEMA fakeclock;

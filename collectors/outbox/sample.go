@@ -140,16 +140,17 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (
 		}
 		b, capped := s.cappedBatch(spec, r)
 		r.capped = capped
-		if b.Len() == 0 {
-			return nil
-		}
-		if err := sendBatch(ctx, conn, tx, b); err != nil {
-			return err
+		if b.Len() > 0 {
+			if err := sendBatch(ctx, conn, tx, b); err != nil {
+				return err
+			}
 		}
 		if b := s.claimedCappedBatch(spec, r); b != nil {
-			return sendBatch(ctx, conn, tx, b)
+			if err := sendBatch(ctx, conn, tx, b); err != nil {
+				return err
+			}
 		}
-		return nil
+		return s.cover(ctx, conn, tx, spec, r)
 	})
 	if err != nil {
 		return nil, err
@@ -245,24 +246,14 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 		return b, false
 	}
 	if stateCapped {
-		r.groups = nil
-		if q := spec.OldestQuery(); q != "" {
-			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
-				if r.oldest, err = scanOldest(rows, nl); err != nil {
-					return fmt.Errorf("find oldest unpublished rows: %w", err)
-				}
-				return nil
-			})
+		// The state query read the oldest rows by time: a walk.
+		r.walked = true
+		for i := range r.groups {
+			r.groups[i].part = partWalk
 		}
-		if q := spec.OldestRowsQuery(); q != "" {
-			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
-				if r.byTime, err = scanOldest(rows, nl); err != nil {
-					return fmt.Errorf("read the oldest unpublished rows: %w", err)
-				}
-				return nil
-			})
+		if q := spec.OverridesQuery(); q != "" {
+			queueGroups(b, q, spec, partOverride, &r.groups, "read the rows of the deadline overrides (capped)")
 		}
-		queueGroups(b, spec.PendingQuery(), spec, partPending, &r.groups, "count pending rows (capped)")
 		if q := spec.ClaimedQuery(); q != "" {
 			queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")
 		}

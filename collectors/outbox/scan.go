@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,6 +25,14 @@ const (
 	// partClaimedCapped: the claimed rows' per label set reads, whose
 	// unknown results come from partUnknown.
 	partClaimedCapped
+	// partWalk, partOverride, partProbe: the capped reads of the oldest
+	// unpublished rows (outboxsql/walk.go, cover.go); partPending is then
+	// the per label set read, run only when these cannot cover every
+	// series.
+	partWalk
+	partOverride
+	partProbe
+	partProbeAge
 )
 
 type group struct {
@@ -34,8 +41,10 @@ type group struct {
 	labels []string
 	rows   int64
 	age    float64
-	// late holds the rows past each of the outbox's deadlines.
-	late map[time.Duration]int64
+	// late holds the rows past each of the outbox's deadlines, in the
+	// order of Spec.Deadlines (a slice: a sample may read thousands of
+	// groups).
+	late []int64
 }
 
 type oldest struct {
@@ -47,10 +56,14 @@ type oldest struct {
 type read struct {
 	now    int64
 	groups []group
+	// walked: the unpublished rows were capped and read in time order
+	// (partWalk); fallback: the per label set read (partPending) ran too.
+	walked, fallback bool
+	// oldest are the per combination oldest ages of the fallback.
 	oldest []oldest
-	// byTime are the oldest unpublished rows in created_at order, read
-	// while capped (OldestRowsQuery).
-	byTime       []oldest
+	// admitted is the series cap as the capped reads admitted on a copy
+	// (cover.go), nil when they did not.
+	admitted     *SeriesCap
 	dead         []group
 	unclassified []group
 	leases       []Mark
@@ -135,10 +148,7 @@ func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		g.late = make(map[time.Duration]int64, len(ds))
-		for i, d := range ds {
-			g.late[d] = late[i]
-		}
+		g.late = late
 		g.labels = strs(labels)
 		g.facts = FactsFromBits(status, bits)
 		if age != nil && *age > 0 {

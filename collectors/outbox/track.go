@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"maps"
 	"sort"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
@@ -104,6 +105,13 @@ func (w *Watermark) Observe(marks []Mark, now int64, full bool) []int {
 		}
 	}
 	return fresh
+}
+
+// Clone returns a copy of w that observes apart from it.
+func (w *Watermark) Clone() Watermark {
+	c := *w
+	c.seen = maps.Clone(w.seen)
+	return c
 }
 
 // Started reports whether the watermark has read once: until then the

@@ -56,11 +56,15 @@ func IndexName(outbox, suffix string) string {
 // Indexes are the indexes the outbox's queries need:
 //
 //   - unpublished: (labels..., created_at) over unpublished rows, with the
-//     columns the state query reads included, so that the state query
-//     is an index-only scan of the unpublished rows and the skip-scans
-//     find each label combination's oldest rows directly;
-//   - oldest: (created_at) over unpublished rows, with labels: the oldest
-//     rows by time, whatever the number of label combinations;
+//     columns the state query reads included, so that the rows of one
+//     label set are one range (the capped reads of a deadline override's
+//     value and of a label set the oldest rows missed) and the fallback
+//     skip-scans find each label combination's oldest rows directly;
+//     without labels it is also the state query's index;
+//   - oldest: (created_at) over unpublished rows, with labels, including
+//     the label columns and what the state query reads: the state query
+//     reads the oldest rows by time through it, an index-only scan,
+//     whatever the number of label combinations;
 //   - dead: (labels...) over dead rows;
 //   - lease: (lease_until or claimed_at) over claimed unpublished rows, so
 //     the expired and live leases are range reads and the claimed rows are
@@ -93,11 +97,15 @@ func (s *Spec) Indexes() map[string]Index {
 	ukey := append(append([]string{}, labels...), s.OrderColumn())
 	out["unpublished"] = Index{Name: IndexName(s.Name, "unpublished"), Columns: ukey,
 		Include: include(ukey, append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...), Where: up,
-		For: "the state, oldest-row and stuck-row queries"}
+		For: "the reads of one label set: deadline overrides, label sets the oldest rows missed, the per label set fallback (and without labels the state and stuck-row queries)"}
 	if len(labels) > 0 {
 		// Without labels the unpublished index is this one.
-		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: []string{s.OrderColumn()}, Where: up,
-			For: "the oldest rows by time, at any number of label combinations, and the stuck-row list"}
+		// With the label columns and what the state decision reads
+		// included: the state query is then an index-only scan of it.
+		okey := []string{s.OrderColumn()}
+		out["oldest"] = Index{Name: IndexName(s.Name, "oldest"), Columns: okey, Where: up,
+			Include: include(okey, append(append([]string{}, labels...), append([]string{o.Status, o.LeaseUntil, o.ClaimedAt, o.Attempts}, orderInclude(o)...)...)...),
+			For:     "the state query, which reads the oldest rows by time at any number of label combinations, and the stuck-row list"}
 	}
 	if dp := r.dead(); dp != "" {
 		cols := labels

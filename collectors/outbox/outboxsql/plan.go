@@ -27,18 +27,17 @@ func (s *Spec) Planned() []Plan {
 			qs = append(qs, Plan{Name: name, SQL: sql, Index: index, Rule: rule, Args: args})
 		}
 	}
-	add("state", s.StateQuery(), "unpublished", PlanRule{})
-	add("oldest", s.OldestQuery(), "unpublished", PlanRule{Ordered: true})
-	add("pending (capped)", s.PendingQuery(), "unpublished", PlanRule{})
-	// Both read in created_at order (the id's, for a table with no
+	add("pending (capped, fallback)", s.PendingQuery(), "unpublished", PlanRule{})
+	add("override values (capped)", s.OverridesQuery(), "unpublished", PlanRule{})
+	// These read in created_at order (the id's, for a table with no
 	// creation time): the unpublished index without labels, the oldest
 	// index with them.
 	byTime := "unpublished"
 	if len(s.O.Labels) > 0 {
 		byTime = "oldest"
 	}
+	add("state", s.StateQuery(), byTime, PlanRule{Ordered: true})
 	add("stuck", s.StuckQuery(), byTime, PlanRule{Ordered: true}, 10)
-	add("oldest rows (capped)", s.OldestRowsQuery(), byTime, PlanRule{Ordered: true})
 	add("claimed (capped)", s.ClaimedQuery(), "lease", PlanRule{})
 	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), PlanRule{})
 	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), PlanRule{})

@@ -105,16 +105,20 @@ func (sh stateShape) aggregate(from string) string {
 
 // StateQuery aggregates the unpublished rows by status, facts and label
 // values: count, age of the oldest, count past each deadline. It reads
-// at most MaxCount+1 rows (a LIMIT subquery), so that a huge backlog
-// costs no more than MaxCount rows; a total above MaxCount means capped,
-// and the sample reads the capped queries instead of trusting it.
+// at most MaxCount+1 rows, the oldest first (in created_at order, the
+// id's on a table with no creation time, through the oldest index), so
+// that a huge backlog costs no more than MaxCount rows; a total above
+// MaxCount means capped, and the rows it read are then a walk of the
+// oldest unpublished rows by time: every label combination it met has
+// its exact oldest age, whatever the number of combinations (walk.go,
+// and the collector's cover.go for the series it did not meet).
 //
 // Columns: status, facts bits, labels..., rows, oldest age seconds, past
 // deadline rows for each of Deadlines.
 func (s *Spec) StateQuery() string {
 	sh := s.stateShape()
-	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
-		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished()), s.O.MaxCount+1))
+	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d",
+		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished()), col(s.OrderColumn()), s.O.MaxCount+1))
 }
 
 // ClaimedQuery is the state query over the claimed unpublished rows only,
@@ -148,12 +152,15 @@ func (s *Spec) UnknownQuery() string {
 }
 
 // PendingQuery is the state query over the unclaimed unpublished rows
-// while capped: the oldest k of each label combination, where the
+// while capped, when the walk in time order (StateQuery) could not cover
+// every series: the oldest k of each label combination, where the
 // combinations come from the skip-scan (at most MaxOldestTuples) and k is
 // MaxCount divided among them, at least 1. So every combination that has
-// a pending row reads at least one, and its rows past their deadline
-// (the oldest ones) are exact up to k; a NULL label value is a value
-// like any other.
+// a pending row reads at least one, its oldest age is exact, and its rows
+// past their deadline (the oldest ones) are exact up to k; a NULL label
+// value is a value like any other. Its cost grows with the number of
+// combinations (one index descent each), which is why it is only the
+// fallback.
 func (s *Spec) PendingQuery() string {
 	return s.perCombo(and(s.unpublished(), not(s.ClaimedPredicate())), col(s.OrderColumn()), []string{""}, 1)
 }
@@ -251,66 +258,6 @@ SELECT %s, (SELECT count(*) FROM (
 
 // MaxOldestTuples bounds the label combinations the skip-scans visit.
 const MaxOldestTuples = 10000
-
-// OldestQuery finds the age of the oldest unpublished row per label
-// combination exactly, whatever the backlog: a recursive skip-scan that
-// takes one row per combination from an index on (labels..., created_at),
-// instead of reading every row; combinations with a NULL label value
-// are visited like the others. Without labels it is a min() that an
-// index on created_at answers from its first entry. It is used when the
-// state query was capped.
-//
-// Columns: labels..., oldest age seconds. "" without created_at.
-func (s *Spec) OldestQuery() string {
-	if s.O.NoCreatedAt() {
-		return ""
-	}
-	up := s.unpublished()
-	labels := s.O.Labels
-	if len(labels) == 0 {
-		// min() of the column itself, converted afterwards: a conversion
-		// inside min() defeats the index.
-		return fmt.Sprintf(`SELECT coalesce(extract(epoch from `+ReadNow+` - %s)::float8, 0) FROM %s t WHERE %s`,
-			s.tz(s.O.CreatedAt, "min("+col(s.O.CreatedAt)+")"), s.table, s.where(up))
-	}
-	outs := make([]string, len(labels))
-	for i := range labels {
-		outs[i] = "r.l" + strconv.Itoa(i) + "::text"
-	}
-	return fmt.Sprintf(`%s
-SELECT %s, extract(epoch from `+ReadNow+` - %s)::float8 FROM r LIMIT %d`,
-		s.skipScan(up, col(s.O.CreatedAt)), strings.Join(outs, ", "), s.tz(s.O.CreatedAt, "r.cr"), MaxOldestTuples)
-}
-
-// MaxOldestRows is how many of the oldest unpublished rows OldestRowsQuery
-// reads.
-const MaxOldestRows = 1000
-
-// OldestRowsQuery reads the MaxOldestRows oldest unpublished rows in
-// created_at order, through the index on created_at alone (Indexes,
-// "oldest"): one index range, whatever the number of label
-// combinations. The skip-scan of OldestQuery stops after MaxOldestTuples
-// combinations in index order, so a combination past them (a stuck
-// "zz..." event among 12,000 fresh combinations) would have no age and
-// no series; the oldest rows by time find it. A series whose oldest row
-// is among these rows, or whose combinations the skip-scan all visited,
-// has its exact oldest age. "" without labels: OldestQuery is then
-// exact by itself.
-//
-// Columns: labels..., age seconds.
-func (s *Spec) OldestRowsQuery() string {
-	labels := s.O.Labels
-	if len(labels) == 0 || s.O.NoCreatedAt() {
-		return ""
-	}
-	outs := make([]string, len(labels))
-	for i, l := range labels {
-		outs[i] = col(l.Column) + "::text"
-	}
-	cr := col(s.O.CreatedAt)
-	return fmt.Sprintf(`SELECT %s, extract(epoch from `+ReadNow+` - %s)::float8 FROM %s t WHERE %s ORDER BY %s LIMIT %d`,
-		strings.Join(outs, ", "), s.tz(s.O.CreatedAt, cr), s.table, s.where(s.unpublished(), cr+" IS NOT NULL"), cr, MaxOldestRows)
-}
 
 // MaxUnclassifiedStatuses bounds the distinct unclassified status values
 // check lists, and MaxUnclassifiedRows the rows it reads for them.
