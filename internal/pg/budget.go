@@ -334,5 +334,6 @@ func OpenShared(ctx context.Context, db *config.Database, b *Budgets) (pool *pgx
 		delete(s.pools, pool)
 		b.mu.Unlock()
 		pool.Close()
+		Forget(pool)
 	}, nil
 }

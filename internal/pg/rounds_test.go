@@ -1,0 +1,229 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
+)
+
+// reading is a job reading its own number and the transaction's now(),
+// as an outbox's collection reads its rows and now().
+type reading struct {
+	n   int
+	got int
+	now time.Time
+	sql string // a further query of the first batch, if any
+	// more, if set, is a query sent as a follow-up.
+	more string
+}
+
+func (rd *reading) job() Job {
+	return Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) {
+		rd.got, rd.now = 0, time.Time{}
+		b := &pgx.Batch{}
+		b.Queue(`SELECT $1::int, now()`, rd.n).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&rd.got, &rd.now)
+		})
+		if rd.sql != "" {
+			b.Queue(rd.sql)
+		}
+		if rd.more == "" {
+			return b, nil
+		}
+		return b, func(tx pgx.Tx) error {
+			mb := &pgx.Batch{}
+			mb.Queue(rd.more)
+			return SendBatch(context.Background(), tx, mb)
+		}
+	}}
+}
+
+// holdAndQueue holds pool's one session while n callers run their jobs
+// through r, and lets it go once all n wait in r's queue; it returns
+// their errors by caller.
+func holdAndQueue(t *testing.T, ctx context.Context, pool *pgxpool.Pool, jobs []Job) []error {
+	t.Helper()
+	r := RoundsOf(pool)
+	t.Cleanup(func() { Forget(pool) })
+	held, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Run(ctx, j)
+		}()
+	}
+	waitQueued(t, r, len(jobs))
+	held.Release()
+	wg.Wait()
+	return errs
+}
+
+// waitQueued waits, within a minute, until n jobs wait in r's queue.
+func waitQueued(t *testing.T, r *Rounds, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		queued := len(r.queue)
+		r.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs queued after a minute", queued, n)
+		}
+	}
+}
+
+// The collections that wait while the database's session is busy go in
+// one round, in one transaction: each reads its own answers, all read
+// the same now().
+func TestRoundsSendWaitingCollectionsTogether(t *testing.T) {
+	ctx, _, pool := openFenced(t, "")
+	rds := make([]*reading, 8)
+	var jobs []Job
+	for i := range rds {
+		rds[i] = &reading{n: 100 + i}
+		jobs = append(jobs, rds[i].job())
+	}
+	for i, err := range holdAndQueue(t, ctx, pool, jobs) {
+		if err != nil {
+			t.Errorf("job %d: %v", i, err)
+		}
+	}
+	for i, rd := range rds {
+		if rd.got != rd.n {
+			t.Errorf("job %d read %d, want %d", i, rd.got, rd.n)
+		}
+		if !rd.now.Equal(rds[0].now) {
+			t.Errorf("job %d read now() %v, job 0 %v: not one transaction", i, rd.now, rds[0].now)
+		}
+	}
+	if n := RoundsOf(pool).rounds; n != 1 {
+		t.Errorf("%d rounds for 8 waiting collections, want 1", n)
+	}
+}
+
+// One broken collection in a round (a missing table or a write in its
+// first batch, a failing follow-up) fails alone: the others read their
+// answers, and nothing is written.
+func TestRoundsOneBrokenCollectionFailsAlone(t *testing.T) {
+	ctx, db, pool := openFenced(t, `CREATE TABLE written (n int)`)
+	for _, round := range [][]*reading{
+		{{n: 1}, {n: 2, sql: `SELECT * FROM missing_table`}, {n: 3}, {n: 4, sql: `INSERT INTO written VALUES (4)`}, {n: 5}},
+		{{n: 1}, {n: 2, more: `SELECT 1/0`}, {n: 3}, {n: 4, more: `INSERT INTO written VALUES (4)`}, {n: 5, more: `SELECT 1`}},
+	} {
+		var jobs []Job
+		for _, rd := range round {
+			jobs = append(jobs, rd.job())
+		}
+		errs := holdAndQueue(t, ctx, pool, jobs)
+		for i, rd := range round {
+			if bad := rd.sql + rd.more; bad != "" && bad != `SELECT 1` {
+				if errs[i] == nil {
+					t.Errorf("job %d (%s) did not fail", i, bad)
+				}
+				continue
+			}
+			if errs[i] != nil {
+				t.Errorf("job %d failed with the others': %v", i, errs[i])
+			}
+			if rd.got != rd.n {
+				t.Errorf("job %d read %d, want %d", i, rd.got, rd.n)
+			}
+		}
+	}
+	var n int
+	if err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM written`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows written through a round", n)
+	}
+}
+
+// A collection that waits for a round returns at its deadline, whether
+// it waits for the session itself or behind another collection that
+// does, and is not sent afterwards.
+func TestRoundsWaitEndsAtDeadline(t *testing.T) {
+	ctx, _, pool := openFenced(t, "")
+	r := RoundsOf(pool)
+	t.Cleanup(func() { Forget(pool) })
+	held, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	giveUp := func() error {
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		var werr error
+		testutil.Bounded(t, "a collection waiting for a busy session", 100*time.Millisecond, func() {
+			werr = r.Run(wctx, Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) {
+				sent++
+				b := &pgx.Batch{}
+				b.Queue(`SELECT 1`)
+				return b, nil
+			}})
+		})
+		return werr
+	}
+	// Alone, it waits for the session itself.
+	if err := giveUp(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the deadline's", err)
+	}
+	// Behind another, it waits for that one's round.
+	rd := &reading{n: 7}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, rd.job()) }()
+	waitQueued(t, r, 1)
+	if err := giveUp(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the deadline's", err)
+	}
+	held.Release()
+	if err := <-done; err != nil || rd.got != 7 {
+		t.Fatalf("the collection that waited on: %v, read %d", err, rd.got)
+	}
+	if sent > 0 {
+		t.Errorf("the collections that gave up were sent %d times", sent)
+	}
+}
+
+// A statement is sent unnamed the first time on a session and prepared
+// (its plan kept by the server) from its second sending on.
+func TestRoundsPrepareWhatASessionSendsAgain(t *testing.T) {
+	ctx, _, pool := openFenced(t, "")
+	r := RoundsOf(pool)
+	t.Cleanup(func() { Forget(pool) })
+	const sql = `SELECT $1::int, now()`
+	var prepared []int
+	for n := range 3 {
+		rd := &reading{n: n}
+		j := rd.job()
+		j.After = func(ctx context.Context, conn *pgx.Conn) error {
+			var k int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&k)
+			prepared = append(prepared, k)
+			return err
+		}
+		if err := r.Run(ctx, j); err != nil || rd.got != n {
+			t.Fatalf("collection %d: %v, read %d", n, err, rd.got)
+		}
+	}
+	if fmt.Sprint(prepared) != "[0 1 1]" {
+		t.Errorf("the statement prepared on the session after each collection: %v, want [0 1 1]", prepared)
+	}
+}
