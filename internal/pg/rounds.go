@@ -245,3 +245,14 @@ func together(ctx context.Context, conn *pgx.Conn, jobs []*job) (again []*job) {
 	})
 	return again
 }
+
+// ReadInRound sends the queries queue returns, read-only, through db: in
+// the next round of its database when db is a pool, else in a READ ONLY
+// transaction of their own. queue is called again, for fresh answers,
+// when they are sent again alone.
+func ReadInRound(ctx context.Context, db Beginner, queue func() *pgx.Batch) error {
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		return RoundsOf(pool).Run(ctx, Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) { return queue(), nil }})
+	}
+	return ReadOnly(ctx, db, func(tx pgx.Tx) error { return SendBatch(ctx, tx, queue()) })
+}

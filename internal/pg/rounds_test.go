@@ -57,6 +57,8 @@ func holdAndQueue(t *testing.T, ctx context.Context, pool *pgxpool.Pool, jobs []
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Let go (again) before the pool closes, should the test fail first.
+	t.Cleanup(held.Release)
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
@@ -166,6 +168,8 @@ func TestRoundsWaitEndsAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Let go (again) before the pool closes, should the test fail first.
+	t.Cleanup(held.Release)
 	sent := 0
 	giveUp := func() error {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -225,5 +229,49 @@ func TestRoundsPrepareWhatASessionSendsAgain(t *testing.T) {
 	}
 	if fmt.Sprint(prepared) != "[0 1 1]" {
 		t.Errorf("the statement prepared on the session after each collection: %v, want [0 1 1]", prepared)
+	}
+}
+
+// ReadInRound joins the round of a pool's database, sharing its
+// transaction, and on any other Beginner reads in a transaction of its
+// own.
+func TestReadInRound(t *testing.T) {
+	ctx, db, pool := openFenced(t, "")
+	rd := &reading{n: 1}
+	var now time.Time
+	read := func() *pgx.Batch {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT now()`).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
+		return b
+	}
+	held, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let go (again) before the pool closes, should the test fail first.
+	t.Cleanup(held.Release)
+	r := RoundsOf(pool)
+	t.Cleanup(func() { Forget(pool) })
+	done := make(chan error, 2)
+	go func() { done <- r.Run(ctx, rd.job()) }()
+	go func() { done <- ReadInRound(ctx, pool, read) }()
+	waitQueued(t, r, 2)
+	held.Release()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !now.Equal(rd.now) || r.rounds != 1 {
+		t.Errorf("ReadInRound read now() %v, the waiting collection %v, in %d rounds (want 1)", now, rd.now, r.rounds)
+	}
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	now = time.Time{}
+	if err := ReadInRound(ctx, conn, read); err != nil || now.IsZero() {
+		t.Errorf("on a connection: %v, read now() %v", err, now)
 	}
 }
