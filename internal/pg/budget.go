@@ -334,6 +334,5 @@ func OpenShared(ctx context.Context, db *config.Database, b *Budgets) (pool *pgx
 		delete(s.pools, pool)
 		b.mu.Unlock()
 		pool.Close()
-		Forget(pool)
 	}, nil
 }

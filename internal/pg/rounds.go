@@ -2,8 +2,11 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,7 +27,9 @@ import (
 // of the round is sent again alone, in a transaction of its own, so that
 // one broken outbox fails only its own collection.
 type Rounds struct {
-	pool     *pgxpool.Pool
+	// pool is held weakly, so that the rounds of a pool nobody uses go
+	// with it (RoundsOf); a caller of Run holds it.
+	pool     weak.Pointer[pgxpool.Pool]
 	sessions int // the pool's MaxConns
 
 	mu      sync.Mutex
@@ -68,27 +73,26 @@ func (jb *job) fail(err error) {
 
 var (
 	roundsMu sync.Mutex
-	rounds   = map[*pgxpool.Pool]*Rounds{}
+	rounds   = map[weak.Pointer[pgxpool.Pool]]*Rounds{}
 )
 
-// RoundsOf returns the rounds of pool, made on first use; Forget drops
-// them when the pool closes.
+// RoundsOf returns the rounds of pool, made on first use and dropped
+// once the pool is garbage.
 func RoundsOf(pool *pgxpool.Pool) *Rounds {
+	key := weak.Make(pool)
 	roundsMu.Lock()
 	defer roundsMu.Unlock()
-	r := rounds[pool]
+	r := rounds[key]
 	if r == nil {
-		r = &Rounds{pool: pool, sessions: int(pool.Config().MaxConns), changed: make(chan struct{})}
-		rounds[pool] = r
+		r = &Rounds{pool: key, sessions: int(pool.Config().MaxConns), changed: make(chan struct{})}
+		rounds[key] = r
+		runtime.AddCleanup(pool, func(key weak.Pointer[pgxpool.Pool]) {
+			roundsMu.Lock()
+			defer roundsMu.Unlock()
+			delete(rounds, key)
+		}, key)
 	}
 	return r
-}
-
-// Forget drops the rounds of a closed pool.
-func Forget(pool *pgxpool.Pool) {
-	roundsMu.Lock()
-	defer roundsMu.Unlock()
-	delete(rounds, pool)
 }
 
 // Run sends j in the next round of the database and returns its error.
@@ -156,7 +160,11 @@ func (r *Rounds) dropLocked(jb *job) {
 // on one opened anew); it returns an error only when it found no
 // session.
 func (r *Rounds) lead(ctx context.Context) error {
-	conn, err := r.pool.Acquire(ctx)
+	pool := r.pool.Value()
+	if pool == nil {
+		return errors.New("acquire a connection: the pool is gone")
+	}
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a connection: %w", err)
 	}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
@@ -52,7 +55,6 @@ func (rd *reading) job() Job {
 func holdAndQueue(t *testing.T, ctx context.Context, pool *pgxpool.Pool, jobs []Job) []error {
 	t.Helper()
 	r := RoundsOf(pool)
-	t.Cleanup(func() { Forget(pool) })
 	held, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +165,6 @@ func TestRoundsOneBrokenCollectionFailsAlone(t *testing.T) {
 func TestRoundsWaitEndsAtDeadline(t *testing.T) {
 	ctx, _, pool := openFenced(t, "")
 	r := RoundsOf(pool)
-	t.Cleanup(func() { Forget(pool) })
 	held, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,6 @@ func TestRoundsWaitEndsAtDeadline(t *testing.T) {
 func TestRoundsPrepareWhatASessionSendsAgain(t *testing.T) {
 	ctx, _, pool := openFenced(t, "")
 	r := RoundsOf(pool)
-	t.Cleanup(func() { Forget(pool) })
 	const sql = `SELECT $1::int, now()`
 	var prepared []int
 	for n := range 3 {
@@ -251,7 +251,6 @@ func TestReadInRound(t *testing.T) {
 	// Let go (again) before the pool closes, should the test fail first.
 	t.Cleanup(held.Release)
 	r := RoundsOf(pool)
-	t.Cleanup(func() { Forget(pool) })
 	done := make(chan error, 2)
 	go func() { done <- r.Run(ctx, rd.job()) }()
 	go func() { done <- ReadInRound(ctx, pool, read) }()
@@ -273,5 +272,33 @@ func TestReadInRound(t *testing.T) {
 	now = time.Time{}
 	if err := ReadInRound(ctx, conn, read); err != nil || now.IsZero() {
 		t.Errorf("on a connection: %v, read now() %v", err, now)
+	}
+}
+
+// The rounds of a pool go once the pool is garbage: an exporter reloaded
+// many times keeps none of its old pools' rounds.
+func TestRoundsGoWithTheirPool(t *testing.T) {
+	db := pgtest.New(t)
+	pool, err := Open(context.Background(), fencedPool(t, db, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RoundsOf(pool).Run(context.Background(), (&reading{n: 1}).job()); err != nil {
+		t.Fatal(err)
+	}
+	key := weak.Make(pool)
+	pool.Close()
+	pool = nil
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		runtime.GC()
+		roundsMu.Lock()
+		_, kept := rounds[key]
+		roundsMu.Unlock()
+		if !kept {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the rounds of a closed pool nobody holds are still kept after a minute")
+		}
 	}
 }
