@@ -60,14 +60,20 @@ type job struct {
 	Job
 	taken bool       // by a round; under Rounds.mu
 	done  chan error // buffered: the round never waits for its caller
-	// failed and more are the round's, while it runs the job.
-	failed bool
-	more   func(pgx.Tx) error
+	// finished (its result given), failed and more are the round's,
+	// while it runs the job.
+	finished, failed bool
+	more             func(pgx.Tx) error
 }
 
 // fail gives jb its error.
 func (jb *job) fail(err error) {
 	jb.failed = true
+	jb.finish(err)
+}
+
+func (jb *job) finish(err error) {
+	jb.finished = true
 	jb.done <- err
 }
 
@@ -182,12 +188,30 @@ func (r *Rounds) lead(ctx context.Context) error {
 		}
 		r.rounds++
 		r.mu.Unlock()
-		r.round(ctx, conn.Conn(), jobs)
+		if !r.round(ctx, conn.Conn(), jobs) {
+			// A panic may have left the session in the middle of a
+			// batch: it sends nothing more.
+			closeConn(conn.Conn())
+			return nil
+		}
 	}
 }
 
-// round sends jobs on conn and gives each its result.
-func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) {
+// round sends jobs on conn and gives each its result. A panic in a
+// job's code (its callbacks run here, on the leader's goroutine) fails
+// the jobs of the round not yet finished, instead of leaving their
+// callers waiting for ever; round then reports false.
+func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok = false
+			for _, jb := range jobs {
+				if !jb.finished {
+					jb.fail(fmt.Errorf("a collection sent in the same round panicked: %v", p))
+				}
+			}
+		}
+	}()
 	ready := jobs[:0:0]
 	for _, jb := range jobs {
 		if jb.Before != nil {
@@ -218,8 +242,9 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) {
 				continue
 			}
 		}
-		jb.done <- nil
+		jb.finish(nil)
 	}
+	return true
 }
 
 // together sends jobs' first queries in one batch and then their

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,5 +301,31 @@ func TestRoundsGoWithTheirPool(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the rounds of a closed pool nobody holds are still kept after a minute")
 		}
+	}
+}
+
+// A collection whose code panics in a round fails the round's
+// collections with an error instead of leaving them waiting, and the
+// next round goes on a fresh session.
+func TestRoundsSurviveAPanic(t *testing.T) {
+	ctx, _, pool := openFenced(t, "")
+	rd := &reading{n: 1}
+	bad := Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT 1`).QueryRow(func(pgx.Row) error { panic("a label it cannot encode") })
+		return b, nil
+	}}
+	var errs []error
+	testutil.Bounded(t, "a round with a panicking collection", 5*time.Second, func() {
+		errs = holdAndQueue(t, ctx, pool, []Job{rd.job(), bad})
+	})
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "panicked") {
+			t.Errorf("job %d: error %v, want one saying a collection panicked", i, err)
+		}
+	}
+	rd = &reading{n: 2}
+	if err := RoundsOf(pool).Run(ctx, rd.job()); err != nil || rd.got != 2 {
+		t.Errorf("the next round: %v, read %d", err, rd.got)
 	}
 }
