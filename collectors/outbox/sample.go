@@ -106,7 +106,7 @@ func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) 
 func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (*read, error) {
 	spec := s.spec
 	var r *read
-	err := pg.RoundsOf(pool).Run(ctx, pg.Job{
+	j := pg.Job{
 		Before: func(ctx context.Context, conn *pgx.Conn) error {
 			if spec != nil {
 				return nil
@@ -121,9 +121,12 @@ func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (
 			r = &read{}
 			return s.firstBatch(spec, r, c), func(tx pgx.Tx) error { return s.followUps(ctx, tx, spec, r) }
 		},
-		After: func(ctx context.Context, conn *pgx.Conn) error { return s.fetchOrder(ctx, conn, spec, r) },
-	})
-	if err != nil {
+	}
+	if outboxsql.OrderEnabled(s.o) {
+		// Only then has it more to read after the transaction.
+		j.After = func(ctx context.Context, conn *pgx.Conn) error { return s.fetchOrder(ctx, conn, spec, r) }
+	}
+	if err := pg.RoundsOf(pool).Run(ctx, j); err != nil {
 		return nil, err
 	}
 	s.spec = spec

@@ -25,7 +25,15 @@ const sentKey = "outbox_exporter.sent"
 // transaction back; more may be nil. Like ReadOnly, nothing is kept, and
 // a session whose default is no longer read-only is refused by the fence
 // before the BEGIN runs.
-func ReadOnlyBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, more func(pgx.Tx) error) (err error) {
+func ReadOnlyBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, more func(pgx.Tx) error) error {
+	return readOnlyBatch(ctx, conn, b, more, nil)
+}
+
+// readOnlyBatch is ReadOnlyBatch; when last, asked at the transaction's
+// end, reports that nothing more is sent on the session and that its
+// pool closes it once given back, it is closed at once instead of
+// rolled back: its end aborts the transaction, one round trip sooner.
+func readOnlyBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, more func(pgx.Tx) error, last func() bool) (err error) {
 	tb := &pgx.Batch{}
 	tb.BeginTx(pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err := prepareSeen(ctx, conn, b); err != nil {
@@ -35,6 +43,10 @@ func ReadOnlyBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, more func(
 	br := conn.SendBatch(ctx, tb)
 	tx := br.Tx()
 	defer func() {
+		if last != nil && last() {
+			closeConn(conn)
+			return
+		}
 		// Rollback of a read-only transaction discards nothing; its error
 		// matters only when the queries worked (a broken connection).
 		rerr := tx.Rollback(context.WithoutCancel(ctx))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"weak"
 
@@ -36,8 +37,9 @@ type Rounds struct {
 	queue   []*job
 	leaders int // rounds running, at most the pool's sessions
 	changed chan struct{}
-	// rounds counts the rounds sent (tests).
-	rounds int
+	// rounds counts the rounds sent, ended those whose last
+	// transaction ended with the session (tests).
+	rounds, ended int
 }
 
 // Job is one collection sent in a round.
@@ -175,7 +177,7 @@ func (r *Rounds) lead(ctx context.Context) error {
 		return fmt.Errorf("acquire a connection: %w", err)
 	}
 	defer conn.Release()
-	for {
+	for !conn.Conn().IsClosed() {
 		r.mu.Lock()
 		jobs := r.queue
 		r.queue = nil
@@ -192,9 +194,30 @@ func (r *Rounds) lead(ctx context.Context) error {
 			// A panic may have left the session in the middle of a
 			// batch: it sends nothing more.
 			closeConn(conn.Conn())
-			return nil
 		}
 	}
+	return nil
+}
+
+// closesKey keys, in a session's custom data, the budget's word on
+// whether the session's pool closes it once given back (budget.go).
+const closesKey = "outbox_exporter.closes"
+
+// closes reports whether conn is closed once given back to its pool and
+// no collection waits for a round: the round's last transaction then
+// ends with the session (readOnlyBatch).
+func (r *Rounds) closes(conn *pgx.Conn) bool {
+	r.mu.Lock()
+	queued := len(r.queue)
+	r.mu.Unlock()
+	f, _ := conn.PgConn().CustomData()[closesKey].(func() bool)
+	if queued > 0 || f == nil || !f() {
+		return false
+	}
+	r.mu.Lock()
+	r.ended++
+	r.mu.Unlock()
+	return true
 }
 
 // round sends jobs on conn and gives each its result. A panic in a
@@ -222,13 +245,17 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok boo
 		}
 		ready = append(ready, jb)
 	}
+	afters := slices.ContainsFunc(ready, func(jb *job) bool { return jb.After != nil })
 	failed := ready
 	if len(ready) > 1 {
-		failed = together(ctx, conn, ready)
+		failed = together(ctx, conn, ready, func(again []*job) bool {
+			return len(again) == 0 && !afters && r.closes(conn)
+		})
 	}
-	for _, jb := range failed {
+	for i, jb := range failed {
 		first, more := jb.Queue()
-		if err := ReadOnlyBatch(ctx, conn, first, more); err != nil {
+		last := func() bool { return i == len(failed)-1 && !afters && r.closes(conn) }
+		if err := readOnlyBatch(ctx, conn, first, more, last); err != nil {
 			jb.fail(err)
 		}
 	}
@@ -251,7 +278,9 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok boo
 // follow-ups, all in one read-only transaction; it returns the jobs to
 // send again alone: all of them when the batch failed, those whose
 // follow-ups did not run when one failed (which fails with its error).
-func together(ctx context.Context, conn *pgx.Conn, jobs []*job) (again []*job) {
+// last tells, given the jobs to send again, whether the transaction's
+// end is the session's (readOnlyBatch).
+func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again []*job) bool) (again []*job) {
 	b := &pgx.Batch{}
 	for _, jb := range jobs {
 		first, more := jb.Queue()
@@ -261,7 +290,7 @@ func together(ctx context.Context, conn *pgx.Conn, jobs []*job) (again []*job) {
 	again = jobs
 	// Its error is told by again, the jobs still to send: all when the
 	// batch failed, none when only the rollback did (what was read holds).
-	_ = ReadOnlyBatch(ctx, conn, b, func(tx pgx.Tx) error {
+	_ = readOnlyBatch(ctx, conn, b, func(tx pgx.Tx) error {
 		for i, jb := range jobs {
 			again = jobs[i:]
 			if jb.more == nil {
@@ -275,7 +304,7 @@ func together(ctx context.Context, conn *pgx.Conn, jobs []*job) (again []*job) {
 		}
 		again = nil
 		return nil
-	})
+	}, func() bool { return last(again) })
 	return again
 }
 

@@ -329,3 +329,63 @@ func TestRoundsSurviveAPanic(t *testing.T) {
 		t.Errorf("the next round: %v, read %d", err, rd.got)
 	}
 }
+
+// On a crowded server (a collection of another database waits for room),
+// a round's last transaction ends with its session, closed at once
+// instead of rolled back first; without a waiter it is rolled back and
+// the session kept.
+func TestRoundsEndWithTheSessionOnACrowdedServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := NewBudgets(1)
+	var pools []*pgxpool.Pool
+	for range 2 {
+		pool, closePool, err := OpenShared(ctx, fencedPool(t, pgtest.New(t), 1), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closePool)
+		pools = append(pools, pool)
+	}
+	waiting := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, s := range b.servers {
+			n += s.waiting
+		}
+		return n
+	}
+	other := make(chan error, 1)
+	crowd := func(pgx.Tx) error {
+		go func() { other <- RoundsOf(pools[1]).Run(ctx, (&reading{n: 2}).job()) }()
+		for deadline := time.Now().Add(time.Minute); waiting() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return errors.New("the other database's collection did not wait for room")
+			}
+		}
+		return nil
+	}
+	r := RoundsOf(pools[0])
+	for i, more := range []func(pgx.Tx) error{nil, crowd} {
+		rd := &reading{n: 1}
+		j := rd.job()
+		queue := j.Queue
+		j.Queue = func() (*pgx.Batch, func(pgx.Tx) error) {
+			first, _ := queue()
+			return first, more
+		}
+		if err := r.Run(ctx, j); err != nil || rd.got != 1 {
+			t.Fatalf("round %d: %v, read %d", i, err, rd.got)
+		}
+		if r.ended != i {
+			t.Errorf("after round %d, %d rounds ended with their session, want %d", i, r.ended, i)
+		}
+	}
+	if err := <-other; err != nil {
+		t.Errorf("the other database's collection: %v", err)
+	}
+	if open, err := b.Open(fencedPool(t, pgtest.New(t), 1)); err != nil || open != 1 {
+		t.Errorf("%d sessions open on the server (%v), want the other database's 1", open, err)
+	}
+}
