@@ -10,10 +10,10 @@ import (
 
 // How a collection sends its queries on a session, in as few round trips
 // as the answers allow. Within a session budget smaller than the
-// databases on a server, most sessions serve one collection and close:
-// a statement prepared on its own (one round trip each) then costs
-// time and saves nothing, and so does a BEGIN sent apart from the
-// first queries.
+// databases on a server, most sessions serve one round of a database's
+// collections (rounds.go) and close: a statement prepared on its own
+// (one round trip each) then costs time and saves nothing, and so does
+// a BEGIN sent apart from the first queries.
 
 // sentKey keys, in a session's custom data, the statements already sent
 // on it once.

@@ -19,9 +19,10 @@ import (
 // next session free takes the whole queue and sends every collection's
 // first queries in one round trip, in one READ ONLY transaction begun in
 // the same round trip, then each collection's follow-ups in that
-// transaction, and rolls it back. Fifty databases on a server sharing a
-// few sessions then cost a few round trips each per scrape, not a few
-// per outbox.
+// transaction, and rolls it back (or, when the session's pool is about to
+// close it for another database's sake, closes it: its end aborts the
+// transaction). Fifty databases on a server sharing a few sessions then
+// cost a few round trips each per scrape, not a few per outbox.
 //
 // Sharing a transaction shares its fate: when the combined queries fail
 // (one outbox's table dropped, a statement timed out), each collection
