@@ -89,12 +89,17 @@ const stateQuery = `SELECT pg_is_in_recovery(), now(), pg_postmaster_start_time(
 	CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn(), false) END,
 	CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() END`
 
-// Read reads db's recovery state in a read-only transaction.
+// Read reads db's recovery state in a read-only transaction: from a
+// pool, in the round of its database's collections (pg.Rounds).
 func Read(ctx context.Context, db pg.Beginner) (State, error) {
 	var st State
 	var caught, paused *bool
-	err := pg.ReadOnly(ctx, db, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, stateQuery).Scan(&st.InRecovery, &st.Now, &st.StartedAt, &st.ReplayedAt, &caught, &paused)
+	err := pg.ReadInRound(ctx, db, func() *pgx.Batch {
+		b := &pgx.Batch{}
+		b.Queue(stateQuery).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&st.InRecovery, &st.Now, &st.StartedAt, &st.ReplayedAt, &caught, &paused)
+		})
+		return b
 	})
 	if err != nil {
 		return State{}, fmt.Errorf("read recovery state: %w", err)

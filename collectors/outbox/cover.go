@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // cover completes the capped reads of the unpublished rows. The walk in
@@ -21,7 +22,7 @@ import (
 // the number of combinations. Nothing is read when the walk met every
 // series: the usual case, since the series with the most rows and the
 // oldest ones are those admitted first.
-func (s *Sampler) cover(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, spec *boundSpec, r *read) error {
+func (s *Sampler) cover(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
 	if !r.walked {
 		return nil
 	}
@@ -40,7 +41,7 @@ func (s *Sampler) cover(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, spec
 				return nil
 			})
 		}
-		return sendBatch(ctx, conn, tx, b)
+		return pg.SendBatch(ctx, tx, b)
 	case len(probes) > 0:
 		b := &pgx.Batch{}
 		k := max(s.o.MaxCount/len(probes), 1)

@@ -100,78 +100,70 @@ func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) 
 // fetch sends the queries as one batch in one read-only transaction: one
 // round trip, and every query sees the same now(). The capped reads
 // follow in a second batch of the same transaction, only when a count
-// passed max_count.
+// passed max_count. The batch goes in the database's next round
+// (pg.Rounds), with the batches of its other outboxes waiting then, in
+// their transaction.
 func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (*read, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("acquire a connection: %w", err)
-	}
-	defer conn.Release()
 	spec := s.spec
-	if spec == nil {
-		err := pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
-			var err error
-			spec, err = openSpec(ctx, tx, s.name, s.o, s.behind)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	r := &read{}
-	err = pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
-		if err := sendBatch(ctx, conn, tx, s.firstBatch(spec, r, c)); err != nil {
-			return err
-		}
-		// Only the leases live at the last sample that expired since and
-		// are neither live nor read expired now need their rows looked up:
-		// usually none, so usually no round trip.
-		if ids := s.live.toJudge(r.now, r.live, r.leases); len(ids) > 0 {
-			b := &pgx.Batch{}
-			b.Queue(spec.LeaseFateQuery(), ids).Query(func(rows pgx.Rows) (err error) {
-				if r.fates, err = scanFates(rows); err != nil {
-					return fmt.Errorf("look up the rows of the last live leases: %w", err)
-				}
+	var r *read
+	j := pg.Job{
+		Before: func(ctx context.Context, conn *pgx.Conn) error {
+			if spec != nil {
 				return nil
+			}
+			return pg.ReadOnly(ctx, conn, func(tx pgx.Tx) error {
+				var err error
+				spec, err = openSpec(ctx, tx, s.name, s.o, s.behind)
+				return err
 			})
-			if err := sendBatch(ctx, conn, tx, b); err != nil {
-				return err
-			}
-		}
-		b, capped := s.cappedBatch(spec, r)
-		r.capped = capped
-		if b.Len() > 0 {
-			if err := sendBatch(ctx, conn, tx, b); err != nil {
-				return err
-			}
-		}
-		if b := s.claimedCappedBatch(spec, r); b != nil {
-			if err := sendBatch(ctx, conn, tx, b); err != nil {
-				return err
-			}
-		}
-		return s.cover(ctx, conn, tx, spec, r)
-	})
-	if err != nil {
-		return nil, err
+		},
+		Queue: func() (*pgx.Batch, func(pgx.Tx) error) {
+			r = &read{}
+			return s.firstBatch(spec, r, c), func(tx pgx.Tx) error { return s.followUps(ctx, tx, spec, r) }
+		},
 	}
-	if err := s.fetchOrder(ctx, conn.Conn(), spec, r); err != nil {
+	if outboxsql.OrderEnabled(s.o) {
+		// Only then has it more to read after the transaction.
+		j.After = func(ctx context.Context, conn *pgx.Conn) error { return s.fetchOrder(ctx, conn, spec, r) }
+	}
+	if err := pg.RoundsOf(pool).Run(ctx, j); err != nil {
 		return nil, err
 	}
 	s.spec = spec
 	return r, nil
 }
 
-// sendBatch prepares b's queries on conn once (the server keeps the
-// plans, so a collection does not pay for planning them every scrape;
-// PostgreSQL replans them itself after DDL or ANALYZE) and runs b in tx.
-func sendBatch(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, b *pgx.Batch) error {
-	for _, q := range b.QueuedQueries {
-		if _, err := conn.Conn().Prepare(ctx, q.SQL, q.SQL); err != nil {
-			return fmt.Errorf("prepare: %w", err)
+// followUps sends, in the transaction of the first batch, the reads that
+// depend on its answers.
+func (s *Sampler) followUps(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
+	// Only the leases live at the last sample that expired since and
+	// are neither live nor read expired now need their rows looked up:
+	// usually none, so usually no round trip.
+	if ids := s.live.toJudge(r.now, r.live, r.leases); len(ids) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(spec.LeaseFateQuery(), ids).Query(func(rows pgx.Rows) (err error) {
+			if r.fates, err = scanFates(rows); err != nil {
+				return fmt.Errorf("look up the rows of the last live leases: %w", err)
+			}
+			return nil
+		})
+		if err := pg.SendBatch(ctx, tx, b); err != nil {
+			return err
 		}
 	}
-	return tx.SendBatch(ctx, b).Close()
+	b, capped := s.cappedBatch(spec, r)
+	r.capped = capped
+	if b.Len() > 0 {
+		if err := pg.SendBatch(ctx, tx, b); err != nil {
+			return err
+		}
+	}
+	if b := s.claimedCappedBatch(spec, r); b != nil {
+		if err := pg.SendBatch(ctx, tx, b); err != nil {
+			return err
+		}
+	}
+	return s.cover(ctx, tx, spec, r)
 }
 
 // firstBatch queues the queries of every sample; c is the confirmed time

@@ -297,19 +297,27 @@ func (b *Budgets) share(pc *pgxpool.Config) (*server, func(*pgxpool.Pool)) {
 	g := pc.ConnConfig.Tracer.(guard)
 	g.acquiring = &atomic.Int64{}
 	var pool atomic.Pointer[pgxpool.Pool]
-	g.onRelease = func(c *pgx.Conn) {
+	closes := func() bool {
 		if !s.crowded() {
-			return
+			return false
 		}
 		// Kept while another caller of the same database waits for the
 		// pool to hand it a session (not for its own dial): it would
 		// otherwise dial a new one at once.
-		if p := pool.Load(); p != nil && g.acquiring.Load() > int64(p.Stat().ConstructingConns()) {
-			return
+		p := pool.Load()
+		return p == nil || g.acquiring.Load() <= int64(p.Stat().ConstructingConns())
+	}
+	g.onRelease = func(c *pgx.Conn) {
+		if closes() {
+			closeConn(c)
 		}
-		closeConn(c)
 	}
 	pc.ConnConfig.Tracer = g
+	// A round asks it before its last transaction's end (rounds.go).
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		c.PgConn().CustomData()[closesKey] = closes
+		return nil
+	}
 	return s, pool.Store
 }
 

@@ -1,0 +1,321 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"weak"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Rounds send the collections of one database together. A collection
+// that asks while the database's sessions are busy or still being
+// opened (waiting for room in the session budget) waits in a queue; the
+// next session free takes the whole queue and sends every collection's
+// first queries in one round trip, in one READ ONLY transaction begun in
+// the same round trip, then each collection's follow-ups in that
+// transaction, and rolls it back (or, when the session's pool is about to
+// close it for another database's sake, closes it: its end aborts the
+// transaction). Fifty databases on a server sharing a few sessions then
+// cost a few round trips each per scrape, not a few per outbox.
+//
+// Sharing a transaction shares its fate: when the combined queries fail
+// (one outbox's table dropped, a statement timed out), each collection
+// of the round is sent again alone, in a transaction of its own, so that
+// one broken outbox fails only its own collection.
+type Rounds struct {
+	// pool is held weakly, so that the rounds of a pool nobody uses go
+	// with it (RoundsOf); a caller of Run holds it.
+	pool     weak.Pointer[pgxpool.Pool]
+	sessions int // the pool's MaxConns
+
+	mu      sync.Mutex
+	queue   []*job
+	leaders int // rounds running, at most the pool's sessions
+	changed chan struct{}
+	// rounds counts the rounds sent, ended those whose last
+	// transaction ended with the session (tests).
+	rounds, ended int
+}
+
+// Job is one collection sent in a round.
+type Job struct {
+	// Before runs on the round's session before the round's transaction
+	// (reading a table's columns the first time); it may be nil. When it
+	// fails, the job fails with its error and sends nothing.
+	Before func(ctx context.Context, conn *pgx.Conn) error
+	// Queue returns the job's first queries, and the follow-ups that send
+	// more in the same transaction (SendBatch) once those have been read;
+	// more may be nil. It is called again, with fresh state, when the job
+	// is sent again alone.
+	Queue func() (first *pgx.Batch, more func(pgx.Tx) error)
+	// After runs on the session after the transaction ended; it may be
+	// nil.
+	After func(ctx context.Context, conn *pgx.Conn) error
+}
+
+type job struct {
+	Job
+	taken bool       // by a round; under Rounds.mu
+	done  chan error // buffered: the round never waits for its caller
+	// finished (its result given), failed and more are the round's,
+	// while it runs the job.
+	finished, failed bool
+	more             func(pgx.Tx) error
+}
+
+// fail gives jb its error.
+func (jb *job) fail(err error) {
+	jb.failed = true
+	jb.finish(err)
+}
+
+func (jb *job) finish(err error) {
+	jb.finished = true
+	jb.done <- err
+}
+
+var (
+	roundsMu sync.Mutex
+	rounds   = map[weak.Pointer[pgxpool.Pool]]*Rounds{}
+)
+
+// RoundsOf returns the rounds of pool, made on first use and dropped
+// once the pool is garbage.
+func RoundsOf(pool *pgxpool.Pool) *Rounds {
+	key := weak.Make(pool)
+	roundsMu.Lock()
+	defer roundsMu.Unlock()
+	r := rounds[key]
+	if r == nil {
+		r = &Rounds{pool: key, sessions: int(pool.Config().MaxConns), changed: make(chan struct{})}
+		rounds[key] = r
+		runtime.AddCleanup(pool, func(key weak.Pointer[pgxpool.Pool]) {
+			roundsMu.Lock()
+			defer roundsMu.Unlock()
+			delete(rounds, key)
+		}, key)
+	}
+	return r
+}
+
+// Run sends j in the next round of the database and returns its error.
+// It returns at ctx's end while j waits for a round; once a round took
+// j, it returns when the round is done with j (the round runs under the
+// context of the caller that leads it, the same scrape's).
+func (r *Rounds) Run(ctx context.Context, j Job) error {
+	jb := &job{Job: j, done: make(chan error, 1)}
+	r.mu.Lock()
+	r.queue = append(r.queue, jb)
+	r.mu.Unlock()
+	for {
+		r.mu.Lock()
+		lead := !jb.taken && r.leaders < r.sessions
+		if lead {
+			r.leaders++
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		if lead {
+			err := r.lead(ctx)
+			r.mu.Lock()
+			r.leaders--
+			r.wakeLocked()
+			if err != nil && !jb.taken {
+				r.dropLocked(jb)
+				r.mu.Unlock()
+				return err
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case err := <-jb.done:
+			return err
+		case <-changed:
+		case <-ctx.Done():
+			r.mu.Lock()
+			if !jb.taken {
+				r.dropLocked(jb)
+				r.mu.Unlock()
+				return fmt.Errorf("wait for a session of the database: %w", ctx.Err())
+			}
+			r.mu.Unlock()
+			return <-jb.done
+		}
+	}
+}
+
+func (r *Rounds) wakeLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *Rounds) dropLocked(jb *job) {
+	for i, q := range r.queue {
+		if q == jb {
+			r.queue = append(r.queue[:i], r.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// lead takes a session and sends the queue in rounds until it is
+// empty (a collection that came late is sent on the same session, not
+// on one opened anew); it returns an error only when it found no
+// session.
+func (r *Rounds) lead(ctx context.Context) error {
+	pool := r.pool.Value()
+	if pool == nil {
+		return errors.New("acquire a connection: the pool is gone")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection: %w", err)
+	}
+	defer conn.Release()
+	for !conn.Conn().IsClosed() {
+		r.mu.Lock()
+		jobs := r.queue
+		r.queue = nil
+		for _, jb := range jobs {
+			jb.taken = true
+		}
+		if len(jobs) == 0 {
+			r.mu.Unlock()
+			return nil
+		}
+		r.rounds++
+		r.mu.Unlock()
+		if !r.round(ctx, conn.Conn(), jobs) {
+			// A panic may have left the session in the middle of a
+			// batch: it sends nothing more.
+			closeConn(conn.Conn())
+		}
+	}
+	return nil
+}
+
+// closesKey keys, in a session's custom data, the budget's word on
+// whether the session's pool closes it once given back (budget.go).
+const closesKey = "outbox_exporter.closes"
+
+// closes reports whether conn is closed once given back to its pool and
+// no collection waits for a round: the round's last transaction then
+// ends with the session (readOnlyBatch).
+func (r *Rounds) closes(conn *pgx.Conn) bool {
+	r.mu.Lock()
+	queued := len(r.queue)
+	r.mu.Unlock()
+	f, _ := conn.PgConn().CustomData()[closesKey].(func() bool)
+	if queued > 0 || f == nil || !f() {
+		return false
+	}
+	r.mu.Lock()
+	r.ended++
+	r.mu.Unlock()
+	return true
+}
+
+// round sends jobs on conn and gives each its result. A panic in a
+// job's code (its callbacks run here, on the leader's goroutine) fails
+// the jobs of the round not yet finished, instead of leaving their
+// callers waiting for ever; round then reports false.
+func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok = false
+			for _, jb := range jobs {
+				if !jb.finished {
+					jb.fail(fmt.Errorf("a collection sent in the same round panicked: %v", p))
+				}
+			}
+		}
+	}()
+	ready := jobs[:0:0]
+	for _, jb := range jobs {
+		if jb.Before != nil {
+			if err := jb.Before(ctx, conn); err != nil {
+				jb.fail(err)
+				continue
+			}
+		}
+		ready = append(ready, jb)
+	}
+	afters := slices.ContainsFunc(ready, func(jb *job) bool { return jb.After != nil })
+	failed := ready
+	if len(ready) > 1 {
+		failed = together(ctx, conn, ready, func(again []*job) bool {
+			return len(again) == 0 && !afters && r.closes(conn)
+		})
+	}
+	for i, jb := range failed {
+		first, more := jb.Queue()
+		last := func() bool { return i == len(failed)-1 && !afters && r.closes(conn) }
+		if err := readOnlyBatch(ctx, conn, first, more, last); err != nil {
+			jb.fail(err)
+		}
+	}
+	for _, jb := range ready {
+		if jb.failed {
+			continue
+		}
+		if jb.After != nil {
+			if err := jb.After(ctx, conn); err != nil {
+				jb.fail(err)
+				continue
+			}
+		}
+		jb.finish(nil)
+	}
+	return true
+}
+
+// together sends jobs' first queries in one batch and then their
+// follow-ups, all in one read-only transaction; it returns the jobs to
+// send again alone: all of them when the batch failed, those whose
+// follow-ups did not run when one failed (which fails with its error).
+// last tells, given the jobs to send again, whether the transaction's
+// end is the session's (readOnlyBatch).
+func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again []*job) bool) (again []*job) {
+	b := &pgx.Batch{}
+	for _, jb := range jobs {
+		first, more := jb.Queue()
+		b.QueuedQueries = append(b.QueuedQueries, first.QueuedQueries...)
+		jb.more = more
+	}
+	again = jobs
+	// Its error is told by again, the jobs still to send: all when the
+	// batch failed, none when only the rollback did (what was read holds).
+	_ = readOnlyBatch(ctx, conn, b, func(tx pgx.Tx) error {
+		for i, jb := range jobs {
+			again = jobs[i:]
+			if jb.more == nil {
+				continue
+			}
+			if err := jb.more(tx); err != nil {
+				jb.fail(err)
+				again = jobs[i+1:]
+				return err
+			}
+		}
+		again = nil
+		return nil
+	}, func() bool { return last(again) })
+	return again
+}
+
+// ReadInRound sends the queries queue returns, read-only, through db: in
+// the next round of its database when db is a pool, else in a READ ONLY
+// transaction of their own. queue is called again, for fresh answers,
+// when they are sent again alone.
+func ReadInRound(ctx context.Context, db Beginner, queue func() *pgx.Batch) error {
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		return RoundsOf(pool).Run(ctx, Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) { return queue(), nil }})
+	}
+	return ReadOnly(ctx, db, func(tx pgx.Tx) error { return SendBatch(ctx, tx, queue()) })
+}
