@@ -14,13 +14,19 @@ import (
 // Session is the one server session a replica holds its leases on.
 type Session interface {
 	// TryLock tries to take the advisory lock of each key, without
-	// waiting; it reports which it took. With no keys it only checks that
-	// the session answers.
-	TryLock(ctx context.Context, keys []int64) ([]bool, error)
-	// Holders returns the application_name of the session holding each
-	// advisory lock of the database that another session holds.
-	Holders(ctx context.Context) (map[int64]string, error)
+	// waiting, and reports for each whether it took it and, if not, who
+	// holds it. With no keys it only checks that the session answers.
+	TryLock(ctx context.Context, keys []int64) ([]Try, error)
 	Close()
+}
+
+// Try is what one try of a lock found.
+type Try struct {
+	Taken bool
+	// Held: another session holds the lock, whose application_name is
+	// Holder; false when it was freed between the try and the read.
+	Held   bool
+	Holder string
 }
 
 // Dialer opens a Session.
@@ -172,8 +178,9 @@ func (e *Elector) round(ctx context.Context) bool {
 	return e.holding()
 }
 
-// tryLocks tries the locks of the tasks not held and, when any remains
-// with another session, reads who holds it.
+// tryLocks tries the locks of the tasks not held, which also reads who
+// holds the others, in one statement; with every lock held it only checks
+// the session.
 func (e *Elector) tryLocks(ctx context.Context) error {
 	e.mu.Lock()
 	var want []string
@@ -197,34 +204,20 @@ func (e *Elector) tryLocks(ctx context.Context) error {
 		return fmt.Errorf("try %d lease(s): %d answers", len(keys), len(got))
 	}
 	now := e.now()
-	var lost []string
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for i, task := range want {
-		if got[i] {
+		switch {
+		case got[i].Taken:
 			e.acquired[task] = now
 			delete(e.holders, task)
 			e.logger.Info("leader election: lease taken; leading after the takeover wait", "task", task, "wait", e.timing.Takeover())
-		} else {
-			lost = append(lost, task)
-		}
-	}
-	e.mu.Unlock()
-	if len(lost) == 0 {
-		return nil
-	}
-	holders, err := e.sess.Holders(qctx)
-	if err != nil {
-		return fmt.Errorf("read who leads: %w", err)
-	}
-	e.mu.Lock()
-	for _, task := range lost {
-		if app, ok := holders[Key(task)]; ok {
-			e.holders[task] = Identity(app)
-		} else {
+		case got[i].Held:
+			e.holders[task] = Identity(got[i].Holder)
+		default:
 			e.holders[task] = "" // freed since: the next round takes it
 		}
 	}
-	e.mu.Unlock()
 	return nil
 }
 
