@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,12 +49,26 @@ func run(server, bin string, dur time.Duration, rows int, schedule string, scrap
 		return err
 	}
 	defer drop()
+	dir, err := os.MkdirTemp("", "leaderbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "c.yml")
+	if err := os.WriteFile(cfg, []byte(config(a, b, schedule)), 0o600); err != nil {
+		return err
+	}
+	made, err := checkIndexes(ctx, bin, cfg, a)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("indexes created as check asks: %d\n", made)
 	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s (first replica only: %v), %v per arm\n", rows, schedule, scrapeFirst, dur)
 	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs |")
 	fmt.Println("|---|---:|---:|---:|---:|")
 	var base work
 	for _, n := range []int{1, 2} {
-		w, err := arm(ctx, server, bin, a, b, n, dur, schedule, scrapeFirst)
+		w, err := arm(ctx, bin, cfg, a, b, n, dur, scrapeFirst)
 		if err != nil {
 			return err
 		}
