@@ -75,3 +75,12 @@ func (s *pgSession) Close() {
 	defer cancel()
 	s.conn.Close(ctx)
 }
+
+// Unlock frees the locks of keys (each held once by this session: a
+// session takes a lock only when it does not hold it).
+func (s *pgSession) Unlock(ctx context.Context, keys []int64) error {
+	if _, err := s.conn.Exec(ctx, `SELECT pg_advisory_unlock(k) FROM unnest($1::int8[]) AS u(k)`, keys); err != nil {
+		return fmt.Errorf("pg_advisory_unlock: %w", err)
+	}
+	return nil
+}
