@@ -27,7 +27,7 @@ func (e *Elector) SetTasks(tasks []string) {
 		if t := e.terms[task]; t != nil {
 			t.cancel()
 			stopped = append(stopped, t.work...)
-			e.logger.Info("leader election: task dropped by a reload; no longer leading", "task", task)
+			e.logger.Info("leader election: no longer leading", "task", task, "why", "the task is no longer configured")
 		}
 		if _, ok := e.acquired[task]; ok {
 			e.release = append(e.release, Key(task))
