@@ -11,13 +11,12 @@ import (
 
 	"github.com/outbox-exporter/outbox_exporter/collectors"
 	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
-	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/leader"
 )
 
 // leader builds the Elector of the leader_election section, if any: one
-// task per reconcile job, audit and cdc entry. A reload that leaves the
+// task per reconcile job and audit. A reload that leaves the
 // section and its database alone keeps the previous App's Elector, its
 // session and the leases it holds: the tasks that stay are not handed
 // over (no gap in their work, no lease churn); Start then gives it the
@@ -56,7 +55,13 @@ func Timing(le *config.LeaderElection) leader.Timing {
 	return leader.Timing{Check: le.CheckInterval, Retry: le.RetryInterval}
 }
 
-// Tasks lists the tasks cfg's replicas share, sorted.
+// Tasks lists the tasks cfg's replicas share, sorted: each reconcile job
+// and each audit. A cdc entry is none: its WAL history is sampled by the
+// very statement that reads its slots for every scrape, which every
+// replica runs for its own metrics, so leading it would save no query,
+// while a replica without a history of its own would, on taking over,
+// report the slot's lag seconds as a lower bound until its history
+// reached back that far.
 func Tasks(cfg *config.Config) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
@@ -64,11 +69,6 @@ func Tasks(cfg *config.Config) []string {
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
 		out = append(out, leader.Task("audit", name))
-	}
-	for _, name := range slices.Sorted(maps.Keys(cdc.ByDatabase(cfg.CDC))) {
-		for _, entry := range slices.Sorted(maps.Keys(cdc.ByDatabase(cfg.CDC)[name])) {
-			out = append(out, leader.Task("cdc", entry))
-		}
 	}
 	slices.Sort(out)
 	return out
@@ -147,8 +147,8 @@ func DefaultIdentity(listen string) string {
 // findings only on the replica that leads them: a standby's are none or
 // stale (from a term it lost), and an alert taking the max over replicas
 // would keep firing on a gap repaired since. The other collectors (the
-// outbox tables, Kafka lag, cdc slots) are the cheap per-scrape work
-// every replica does.
+// outbox tables, Kafka lag, cdc slots and their WAL history) are the
+// cheap per-scrape work every replica does.
 func leaderOnly(cs []collectors.Collector, e *leader.Elector) []collectors.Collector {
 	out := make([]collectors.Collector, len(cs))
 	for i, c := range cs {

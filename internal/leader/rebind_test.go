@@ -26,7 +26,7 @@ func statusOf(e *Elector, task string) Status {
 func TestSetTasksAndWork(t *testing.T) {
 	db := pgtest.New(t)
 	dbc := roleDB(t, db)
-	const a, b, c = "reconcile/a", "audit/b", "cdc/c"
+	const a, b, c = "reconcile/a", "audit/b", "reconcile/c"
 	var l ledger
 	r1 := New([]string{a, b}, PGDialer(dbc, "r1:9187", fast, nil), fast, testutil.Quiet())
 	l.watch(r1, "r1")
@@ -70,7 +70,7 @@ func TestSetTasksAndWork(t *testing.T) {
 		}
 	}
 	l.mu.Unlock()
-	if got := r1.Tasks(); !slices.Equal(got, []string{c, a}) {
+	if got := r1.Tasks(); !slices.Equal(got, []string{a, c}) {
 		t.Fatalf("r1 stands for %v", got)
 	}
 	waitUntil(t, "r2 takes the freed "+b, func() bool { return statusOf(r2, b).Leading })
