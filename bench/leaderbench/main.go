@@ -5,9 +5,10 @@
 // server's own counters of the monitored databases (pg_stat_database:
 // rows returned and fetched, transactions, blocks touched). The pair runs
 // the cheap per-scrape queries twice (each replica collects for its own
-// scrapes) and the reconcile runs once.
+// scrapes) and the reconcile runs once. The outbox carries the indexes
+// the exporter's check asks for, as a deployment that follows it does.
 //
-//	go build -o /tmp/oe ./cmd/outbox_exporter && go run ./bench/leaderbench -bin /tmp/oe -for 5m
+//	go build -o /tmp/oe ./cmd/outbox_exporter && go run ./bench/leaderbench -bin /tmp/oe -for 10m
 package main
 
 import (
