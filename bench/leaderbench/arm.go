@@ -74,14 +74,18 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, s
 		}
 		cmds, logs, addrs = append(cmds, c), append(logs, log), append(addrs, addr)
 	}
+	// Scrapes on a 15 s ticker, as Prometheus does: a loop that slept 15 s
+	// after each scrape would leave more than 15 s between two, and the
+	// exporter collects by itself whenever 15 s pass without one.
 	end := time.Now().Add(dur)
-	for time.Now().Before(end) {
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	for ; time.Now().Before(end); <-tick.C {
 		for i, addr := range addrs {
 			if i == 0 || !scrapeFirst {
 				scrape(addr)
 			}
 		}
-		time.Sleep(15 * time.Second)
 	}
 	for _, c := range cmds {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
