@@ -33,19 +33,20 @@ func main() {
 	rows := flag.Int("rows", 100000, "rows in the authority, outbox and target")
 	schedule := flag.String("schedule", "@every 30s", "the reconcile job's schedule")
 	scrapeFirst := flag.Bool("scrape-first-only", false, "scrape only the first replica of the pair: the pair's elected work apart from each replica's per-scrape queries")
+	logStmts := flag.Bool("log-statements", false, "have the server log every statement on the two databases (log_statement=all), to tell what the transactions are")
 	flag.Parse()
-	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst); err != nil {
+	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst, *logStmts); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst bool) error {
+func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst, logStmts bool) error {
 	if bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
 	ctx := context.Background()
-	a, b, drop, err := databases(ctx, server, rows)
+	a, b, drop, err := databases(ctx, server, rows, logStmts)
 	if err != nil {
 		return err
 	}
@@ -65,6 +66,7 @@ func run(server, bin string, dur time.Duration, rows int, schedule string, scrap
 	}
 	fmt.Printf("indexes created as check asks: %d\n", made)
 	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s (first replica only: %v), %v per arm\n", rows, schedule, scrapeFirst, dur)
+	fmt.Printf("databases %s and %s\n", a, b)
 	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs |")
 	fmt.Println("|---|---:|---:|---:|---:|")
 	var base work
@@ -94,7 +96,7 @@ func ratio(a, b int64) float64 {
 type work struct{ tuples, xacts, blocks, runs int64 }
 
 // databases creates and fills the authority/outbox and target databases.
-func databases(ctx context.Context, server string, rows int) (string, string, func(), error) {
+func databases(ctx context.Context, server string, rows int, logStmts bool) (string, string, func(), error) {
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("connect: %w", err)
@@ -106,6 +108,11 @@ func databases(ctx context.Context, server string, rows int) (string, string, fu
 	for _, n := range names {
 		if _, err := conn.Exec(ctx, "CREATE DATABASE "+n); err != nil {
 			return "", "", nil, fmt.Errorf("create database: %w", err)
+		}
+		if logStmts {
+			if _, err := conn.Exec(ctx, "ALTER DATABASE "+n+" SET log_statement = 'all'"); err != nil {
+				return "", "", nil, fmt.Errorf("log statements: %w", err)
+			}
 		}
 	}
 	drop := func() {
