@@ -45,6 +45,10 @@ type App struct {
 	Leader *leader.Elector
 	// identity names this replica to the others (SetIdentity).
 	identity string
+	// leaderKept: Leader is the previous App's, running (leader.go);
+	// bound is the auditor each audit task's term runs.
+	leaderKept bool
+	bound      map[string]*audit.Auditor
 
 	logger  *slog.Logger
 	outbox  map[string]*outbox.Collector

@@ -10,23 +10,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors"
-	"github.com/outbox-exporter/outbox_exporter/collectors/cdc"
+	"github.com/outbox-exporter/outbox_exporter/collectors/audit"
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/leader"
 )
 
 // leader builds the Elector of the leader_election section, if any: one
-// task per reconcile job, audit and cdc entry. It is not kept across a
-// reload: the new App's Elector takes the leases once the previous App
-// closed its own (within one retry and the takeover wait), so that no
-// closure of a kept Elector can point at a part the reload replaced.
+// task per reconcile job and audit. A reload that leaves the
+// section and its database alone keeps the previous App's Elector, its
+// session and the leases it holds: the tasks that stay are not handed
+// over (no gap in their work, no lease churn); Start then gives it the
+// new tasks and binds their work to the new App's parts (startLeader).
 func (b *builder) leader(context.Context) error {
 	le := b.a.Config.LeaderElection
 	if le == nil {
 		b.a.Reconcile.SetGate(nil)
 		return nil
 	}
-	b.a.Leader = leader.New(Tasks(b.a.Config), nil, Timing(le), b.a.logger)
+	if b.keep("leader", leaseDeps(b.pcfg), leaseDeps(b.a.Config)) {
+		b.a.Leader, b.a.leaderKept = b.prev.Leader, true
+		b.a.bound = maps.Clone(b.prev.bound)
+	} else {
+		b.a.Leader = leader.New(Tasks(b.a.Config), nil, Timing(le), b.a.logger)
+	}
 	b.a.Reconcile.SetGate(func(job string) (context.Context, bool) {
 		return b.a.Leader.Lease(leader.Task("reconcile", job))
 	})
@@ -34,12 +40,28 @@ func (b *builder) leader(context.Context) error {
 	return nil
 }
 
+// leaseDeps is what the Elector's session is made of: the section and the
+// database its leases live on.
+func leaseDeps(cfg *config.Config) []any {
+	le := cfg.LeaderElection
+	if le == nil {
+		return nil
+	}
+	return []any{le, cfg.Databases[le.Database]}
+}
+
 // Timing is the election's clock from the configuration.
 func Timing(le *config.LeaderElection) leader.Timing {
 	return leader.Timing{Check: le.CheckInterval, Retry: le.RetryInterval}
 }
 
-// Tasks lists the tasks cfg's replicas share, sorted.
+// Tasks lists the tasks cfg's replicas share, sorted: each reconcile job
+// and each audit. A cdc entry is none: its WAL history is sampled by the
+// very statement that reads its slots for every scrape, which every
+// replica runs for its own metrics, so leading it would save no query,
+// while a replica without a history of its own would, on taking over,
+// report the slot's lag seconds as a lower bound until its history
+// reached back that far.
 func Tasks(cfg *config.Config) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(cfg.Reconcile)) {
@@ -48,11 +70,6 @@ func Tasks(cfg *config.Config) []string {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Audit)) {
 		out = append(out, leader.Task("audit", name))
 	}
-	for _, name := range slices.Sorted(maps.Keys(cdc.ByDatabase(cfg.CDC))) {
-		for _, entry := range slices.Sorted(maps.Keys(cdc.ByDatabase(cfg.CDC)[name])) {
-			out = append(out, leader.Task("cdc", entry))
-		}
-	}
 	slices.Sort(out)
 	return out
 }
@@ -60,17 +77,40 @@ func Tasks(cfg *config.Config) []string {
 // startLeader runs the Elector under ctx with the identity set by
 // SetIdentity, the audits started by their terms; it is closed (its
 // terms ended, their work returned, its session closed) first when the
-// App closes.
+// App that owns it closes. An Elector kept from the previous App runs
+// on: it takes this App's tasks (a task dropped is released, one added is
+// contended) and each audit rebuilt by the reload is bound in place of
+// the previous one; an audit kept as it was goes on in its term.
 func (a *App) startLeader(ctx context.Context) {
+	if a.leaderKept {
+		a.Leader.SetTasks(Tasks(a.Config))
+		a.bindAudits()
+		return
+	}
 	le := a.Config.LeaderElection
 	id := a.identity
 	if id == "" {
 		id = DefaultIdentity("")
 	}
 	a.Leader.SetDialer(leader.PGDialer(a.Config.Databases[le.Database], id, Timing(le), a.Sessions))
+	a.bound = map[string]*audit.Auditor{}
+	a.bindAudits()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.Leader.Run(ctx) }()
+	a.own("leader", func() { cancel(); <-done })
+}
+
+// bindAudits makes each audit's term run the audit of this App, unless it
+// does already (an audit a reload kept).
+func (a *App) bindAudits() {
 	for _, name := range slices.Sorted(maps.Keys(a.Audits)) {
 		au, task := a.Audits[name], leader.Task("audit", name)
-		a.Leader.OnLead(task, func(ctx context.Context) {
+		if a.bound[name] == au {
+			continue
+		}
+		a.bound[name] = au
+		a.Leader.SetWork(task, func(ctx context.Context) {
 			a.logger.Info("audit started: this replica leads it", "task", task)
 			au.Start(ctx)
 			<-ctx.Done()
@@ -78,10 +118,11 @@ func (a *App) startLeader(ctx context.Context) {
 			a.logger.Info("audit stopped: this replica no longer leads it", "task", task)
 		})
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); a.Leader.Run(ctx) }()
-	a.own("leader", func() { cancel(); <-done })
+	for name := range a.bound {
+		if a.Audits[name] == nil {
+			delete(a.bound, name) // its task dropped by SetTasks
+		}
+	}
 }
 
 // SetIdentity names this replica in its lease session, for the others to
@@ -106,8 +147,8 @@ func DefaultIdentity(listen string) string {
 // findings only on the replica that leads them: a standby's are none or
 // stale (from a term it lost), and an alert taking the max over replicas
 // would keep firing on a gap repaired since. The other collectors (the
-// outbox tables, Kafka lag, cdc slots) are the cheap per-scrape work
-// every replica does.
+// outbox tables, Kafka lag, cdc slots and their WAL history) are the
+// cheap per-scrape work every replica does.
 func leaderOnly(cs []collectors.Collector, e *leader.Elector) []collectors.Collector {
 	out := make([]collectors.Collector, len(cs))
 	for i, c := range cs {

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/app"
 	"github.com/outbox-exporter/outbox_exporter/internal/httpjson"
@@ -57,4 +59,45 @@ func jobOf(r *http.Request, a *app.App) string {
 		job = names[0]
 	}
 	return job
+}
+
+// standingBy reports whether a runs leader election and leads none of
+// its tasks: a replica that only stands by. Unscraped, it need not
+// collect by itself to keep its page's trends; see keepFresh.
+func standingBy(a *app.App) bool {
+	if a == nil || a.Leader == nil {
+		return false
+	}
+	st := a.Leader.Status()
+	for _, s := range st {
+		if s.Leading {
+			return false
+		}
+	}
+	return len(st) > 0
+}
+
+// refreshDue reports whether keepFresh collects at now: when the last
+// collection is a history step old (nobody scraped since), except on a
+// replica that only stands by.
+func (s *Server) refreshDue(now time.Time) bool {
+	if standingBy(s.App()) {
+		return false
+	}
+	snap := s.rec.snapshot()
+	return snap == nil || now.Sub(snap.At) >= historyStep
+}
+
+// freshenForPage collects once before a page view at now on a replica
+// that stands by when its last collection is a history step old: such a
+// replica does not collect by itself when nobody scrapes it (refreshDue),
+// so its page collects when somebody looks, and the page's own refresh
+// keeps it current while they do.
+func (s *Server) freshenForPage(ctx context.Context, now time.Time) {
+	if !standingBy(s.App()) {
+		return
+	}
+	if snap := s.rec.snapshot(); snap == nil || now.Sub(snap.At) >= historyStep {
+		s.gather(ctx)
+	}
 }

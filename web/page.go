@@ -166,6 +166,7 @@ type pageData struct {
 }
 
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	s.freshenForPage(r.Context(), time.Now())
 	d := s.pageData(r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pageTmpl.Execute(w, d); err != nil {

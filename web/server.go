@@ -271,7 +271,8 @@ func (s *Server) gather(ctx context.Context) {
 }
 
 // keepFresh collects in the background when nobody scraped for a history
-// step, so the page and its trends stay current without Prometheus.
+// step, so the page and its trends stay current without Prometheus; a
+// replica that only stands by does not (its page collects when viewed).
 func (s *Server) keepFresh(ctx context.Context) {
 	t := time.NewTicker(historyStep)
 	defer t.Stop()
@@ -281,7 +282,7 @@ func (s *Server) keepFresh(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if snap := s.rec.snapshot(); snap == nil || time.Since(snap.At) >= historyStep {
+			if s.refreshDue(time.Now()) {
 				s.gather(ctx)
 			}
 		}

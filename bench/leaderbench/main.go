@@ -5,9 +5,10 @@
 // server's own counters of the monitored databases (pg_stat_database:
 // rows returned and fetched, transactions, blocks touched). The pair runs
 // the cheap per-scrape queries twice (each replica collects for its own
-// scrapes) and the reconcile runs once.
+// scrapes) and the reconcile runs once. The outbox carries the indexes
+// the exporter's check asks for, as a deployment that follows it does.
 //
-//	go build -o /tmp/oe ./cmd/outbox_exporter && go run ./bench/leaderbench -bin /tmp/oe -for 5m
+//	go build -o /tmp/oe ./cmd/outbox_exporter && go run ./bench/leaderbench -bin /tmp/oe -for 10m
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -31,29 +33,45 @@ func main() {
 	rows := flag.Int("rows", 100000, "rows in the authority, outbox and target")
 	schedule := flag.String("schedule", "@every 30s", "the reconcile job's schedule")
 	scrapeFirst := flag.Bool("scrape-first-only", false, "scrape only the first replica of the pair: the pair's elected work apart from each replica's per-scrape queries")
+	logStmts := flag.Bool("log-statements", false, "have the server log every statement on the two databases (log_statement=all), to tell what the transactions are")
 	flag.Parse()
-	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst); err != nil {
+	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst, *logStmts); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst bool) error {
+func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst, logStmts bool) error {
 	if bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
 	ctx := context.Background()
-	a, b, drop, err := databases(ctx, server, rows)
+	a, b, drop, err := databases(ctx, server, rows, logStmts)
 	if err != nil {
 		return err
 	}
 	defer drop()
+	dir, err := os.MkdirTemp("", "leaderbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "c.yml")
+	if err := os.WriteFile(cfg, []byte(config(a, b, schedule)), 0o600); err != nil {
+		return err
+	}
+	made, err := checkIndexes(ctx, bin, cfg, a)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("indexes created as check asks: %d\n", made)
 	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s (first replica only: %v), %v per arm\n", rows, schedule, scrapeFirst, dur)
+	fmt.Printf("databases %s and %s\n", a, b)
 	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs |")
 	fmt.Println("|---|---:|---:|---:|---:|")
 	var base work
 	for _, n := range []int{1, 2} {
-		w, err := arm(ctx, server, bin, a, b, n, dur, schedule, scrapeFirst)
+		w, err := arm(ctx, bin, cfg, a, b, n, dur, scrapeFirst)
 		if err != nil {
 			return err
 		}
@@ -78,7 +96,7 @@ func ratio(a, b int64) float64 {
 type work struct{ tuples, xacts, blocks, runs int64 }
 
 // databases creates and fills the authority/outbox and target databases.
-func databases(ctx context.Context, server string, rows int) (string, string, func(), error) {
+func databases(ctx context.Context, server string, rows int, logStmts bool) (string, string, func(), error) {
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("connect: %w", err)
@@ -90,6 +108,11 @@ func databases(ctx context.Context, server string, rows int) (string, string, fu
 	for _, n := range names {
 		if _, err := conn.Exec(ctx, "CREATE DATABASE "+n); err != nil {
 			return "", "", nil, fmt.Errorf("create database: %w", err)
+		}
+		if logStmts {
+			if _, err := conn.Exec(ctx, "ALTER DATABASE "+n+" SET log_statement = 'all'"); err != nil {
+				return "", "", nil, fmt.Errorf("log statements: %w", err)
+			}
 		}
 	}
 	drop := func() {

@@ -9,7 +9,7 @@ import (
 )
 
 var leaderDesc = prometheus.NewDesc(vocab.ExporterLeader,
-	"1 on the replica that leads this task (reconcile/NAME, audit/NAME, cdc/NAME), 0 on a replica that stands by: only the leader runs it and exports its findings.",
+	"1 on the replica that leads this task (reconcile/NAME, audit/NAME), 0 on a replica that stands by: only the leader runs it and exports its findings.",
 	[]string{vocab.LabelTask}, nil)
 
 // Collector exports outbox_exporter_leader for every task of an Elector.

@@ -14,13 +14,21 @@ import (
 // Session is the one server session a replica holds its leases on.
 type Session interface {
 	// TryLock tries to take the advisory lock of each key, without
-	// waiting; it reports which it took. With no keys it only checks that
-	// the session answers.
-	TryLock(ctx context.Context, keys []int64) ([]bool, error)
-	// Holders returns the application_name of the session holding each
-	// advisory lock of the database that another session holds.
-	Holders(ctx context.Context) (map[int64]string, error)
+	// waiting, and reports for each whether it took it and, if not, who
+	// holds it. With no keys it only checks that the session answers.
+	TryLock(ctx context.Context, keys []int64) ([]Try, error)
+	// Unlock releases the advisory lock of each key.
+	Unlock(ctx context.Context, keys []int64) error
 	Close()
+}
+
+// Try is what one try of a lock found.
+type Try struct {
+	Taken bool
+	// Held: another session holds the lock, whose application_name is
+	// Holder; false when it was freed between the try and the read.
+	Held   bool
+	Holder string
 }
 
 // Dialer opens a Session.
@@ -44,6 +52,7 @@ type Elector struct {
 	terms    map[string]*term     // tasks led
 	holders  map[string]string    // who holds the tasks not led, as last read
 	onLead   map[string][]func(context.Context)
+	release  []int64 // locks of tasks dropped by SetTasks, to free (rebind.go)
 	work     sync.WaitGroup
 }
 
@@ -51,6 +60,14 @@ type term struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	since  time.Time
+	work   []*running // the work started in this term, still running
+}
+
+// running is one piece of work of a term, under a context of its own (a
+// child of the term's) so that SetWork can replace it alone.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // New returns an Elector for tasks that opens its session with dial.
@@ -67,15 +84,22 @@ func New(tasks []string, dial Dialer, t Timing, logger *slog.Logger) *Elector {
 func (e *Elector) SetDialer(d Dialer) { e.dial = d }
 
 // Tasks returns the tasks the Elector stands for, sorted.
-func (e *Elector) Tasks() []string { return slices.Clone(e.tasks) }
+func (e *Elector) Tasks() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.tasks)
+}
 
 // OnLead registers f to run, in a goroutine of its own, at the start of
-// each term of task, with the term's context; f must return soon after
-// that context ends. Register before Run.
+// each term of task (at once when a term runs), with a context that ends
+// with the term; f must return soon after that context ends.
 func (e *Elector) OnLead(task string, f func(ctx context.Context)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.onLead[task] = append(e.onLead[task], f)
+	if t := e.terms[task]; t != nil {
+		e.startLocked(t, f)
+	}
 }
 
 // Lease returns the context of task's current term and true while this
@@ -139,6 +163,9 @@ func (e *Elector) Run(ctx context.Context) {
 // the session holds any lock.
 func (e *Elector) round(ctx context.Context) bool {
 	if e.sess == nil {
+		e.mu.Lock()
+		e.release = nil // no session, no lock to free
+		e.mu.Unlock()
 		dctx, cancel := context.WithTimeout(ctx, e.timing.Check)
 		s, err := e.dial(dctx)
 		cancel()
@@ -156,6 +183,13 @@ func (e *Elector) round(ctx context.Context) bool {
 		e.dialFailing = false
 		e.sess = s
 	}
+	if err := e.freeDropped(ctx); err != nil {
+		if ctx.Err() == nil {
+			e.logger.Warn("leader election: lease session lost; every task led here stopped", "err", err)
+		}
+		e.lose(err)
+		return false
+	}
 	if err := e.tryLocks(ctx); err != nil {
 		if ctx.Err() == nil {
 			e.logger.Warn("leader election: lease session lost; every task led here stopped", "err", err)
@@ -172,8 +206,9 @@ func (e *Elector) round(ctx context.Context) bool {
 	return e.holding()
 }
 
-// tryLocks tries the locks of the tasks not held and, when any remains
-// with another session, reads who holds it.
+// tryLocks tries the locks of the tasks not held, which also reads who
+// holds the others, in one statement; with every lock held it only checks
+// the session.
 func (e *Elector) tryLocks(ctx context.Context) error {
 	e.mu.Lock()
 	var want []string
@@ -197,34 +232,25 @@ func (e *Elector) tryLocks(ctx context.Context) error {
 		return fmt.Errorf("try %d lease(s): %d answers", len(keys), len(got))
 	}
 	now := e.now()
-	var lost []string
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for i, task := range want {
-		if got[i] {
+		switch {
+		case !slices.Contains(e.tasks, task):
+			// Dropped by SetTasks during the try.
+			if got[i].Taken {
+				e.release = append(e.release, Key(task))
+			}
+		case got[i].Taken:
 			e.acquired[task] = now
 			delete(e.holders, task)
 			e.logger.Info("leader election: lease taken; leading after the takeover wait", "task", task, "wait", e.timing.Takeover())
-		} else {
-			lost = append(lost, task)
-		}
-	}
-	e.mu.Unlock()
-	if len(lost) == 0 {
-		return nil
-	}
-	holders, err := e.sess.Holders(qctx)
-	if err != nil {
-		return fmt.Errorf("read who leads: %w", err)
-	}
-	e.mu.Lock()
-	for _, task := range lost {
-		if app, ok := holders[Key(task)]; ok {
-			e.holders[task] = Identity(app)
-		} else {
+		case got[i].Held:
+			e.holders[task] = Identity(got[i].Holder)
+		default:
 			e.holders[task] = "" // freed since: the next round takes it
 		}
 	}
-	e.mu.Unlock()
 	return nil
 }
 
@@ -244,14 +270,31 @@ func due(acquired map[string]time.Time, terms map[string]*term, now time.Time, t
 func (e *Elector) begin(task string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.mu.Lock()
-	e.terms[task] = &term{ctx: ctx, cancel: cancel, since: e.now()}
-	fs := slices.Clone(e.onLead[task])
-	e.work.Add(len(fs))
-	e.mu.Unlock()
-	e.logger.Info("leader election: leading", "task", task)
-	for _, f := range fs {
-		go func() { defer e.work.Done(); f(ctx) }()
+	defer e.mu.Unlock()
+	if !slices.Contains(e.tasks, task) {
+		cancel() // dropped by SetTasks meanwhile
+		return
 	}
+	e.logger.Info("leader election: leading", "task", task)
+	t := &term{ctx: ctx, cancel: cancel, since: e.now()}
+	e.terms[task] = t
+	for _, f := range e.onLead[task] {
+		e.startLocked(t, f)
+	}
+}
+
+// startLocked starts f in term t, under a context of its own; e.mu held.
+func (e *Elector) startLocked(t *term, f func(context.Context)) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	t.work = append(t.work, r)
+	e.work.Add(1)
+	go func() {
+		defer e.work.Done()
+		defer close(r.done)
+		defer cancel()
+		f(ctx)
+	}()
 }
 
 func (e *Elector) holding() bool {

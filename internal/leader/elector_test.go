@@ -133,7 +133,7 @@ func start(t *testing.T, e *Elector) context.CancelFunc {
 	return func() { cancel(); <-done }
 }
 
-var tasks = []string{"reconcile/orders", "audit/messages", "cdc/debezium"}
+var tasks = []string{"reconcile/orders", "audit/messages", "reconcile/payments"}
 
 // TestOneLeaderPerTask: three replicas on a role with no privilege; each
 // task gets exactly one leader, the standbys name it, and when a leader

@@ -27,12 +27,26 @@ func PGDialer(db *config.Database, identity string, t Timing, budgets *pg.Budget
 // pgSession is a Session on one pgx connection.
 type pgSession struct{ conn *pgx.Conn }
 
-// tryLockSQL takes the locks it can. The pool's fence runs it inside a
-// read-only transaction it rolls back; a session-level advisory lock
-// outlives the rollback.
-const tryLockSQL = `SELECT pg_try_advisory_lock(k) FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, i) ORDER BY i`
+// tryLockSQL takes the locks it can and, for each it could not, names
+// the session holding it, in one statement (one transaction: a standby's
+// try costs the server one small read-only transaction per retry). A key
+// splits in pg_locks into its high half (classid) and low half (objid),
+// objsubid 1 marking a bigint key; pg_stat_activity shows every role the
+// holder's application_name. A lock not taken whose holder is gone by
+// the time pg_locks is read has no row: the next try takes it.
+const tryLockSQL = `WITH t AS MATERIALIZED (
+  SELECT k, i, pg_try_advisory_lock(k) AS taken FROM unnest($1::int8[]) WITH ORDINALITY AS u(k, i))
+SELECT t.taken, h.app IS NOT NULL, coalesce(h.app, '')
+FROM t LEFT JOIN LATERAL (
+  SELECT coalesce(a.application_name, '') AS app
+  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+  WHERE NOT t.taken AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND l.classid::int8 = (t.k >> 32) & 4294967295 AND l.objid::int8 = t.k & 4294967295
+  LIMIT 1) h ON true
+ORDER BY t.i`
 
-func (s *pgSession) TryLock(ctx context.Context, keys []int64) ([]bool, error) {
+func (s *pgSession) TryLock(ctx context.Context, keys []int64) ([]Try, error) {
 	if len(keys) == 0 {
 		var one int
 		if err := s.conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
@@ -44,36 +58,14 @@ func (s *pgSession) TryLock(ctx context.Context, keys []int64) ([]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pg_try_advisory_lock: %w", err)
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	if err != nil {
-		return nil, fmt.Errorf("pg_try_advisory_lock: %w", err)
-	}
-	return got, nil
-}
-
-// holdersSQL lists the advisory locks of this database that other sessions
-// hold on a bigint key (objsubid 1: the key's high half in classid, its
-// low half in objid), with the holder's application_name, which
-// pg_stat_activity shows to every role.
-const holdersSQL = `SELECT l.classid::int8, l.objid::int8, coalesce(a.application_name, '')
-FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
-
-func (s *pgSession) Holders(ctx context.Context) (map[int64]string, error) {
-	rows, err := s.conn.Query(ctx, holdersSQL)
-	if err != nil {
-		return nil, fmt.Errorf("pg_locks: %w", err)
-	}
-	out := map[int64]string{}
-	var hi, lo int64
-	var app string
-	_, err = pgx.ForEachRow(rows, []any{&hi, &lo, &app}, func() error {
-		out[int64(uint64(hi)<<32|uint64(lo))] = app
+	var out []Try
+	var tr Try
+	_, err = pgx.ForEachRow(rows, []any{&tr.Taken, &tr.Held, &tr.Holder}, func() error {
+		out = append(out, tr)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pg_locks: %w", err)
+		return nil, fmt.Errorf("pg_try_advisory_lock: %w", err)
 	}
 	return out, nil
 }
@@ -82,4 +74,13 @@ func (s *pgSession) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	s.conn.Close(ctx)
+}
+
+// Unlock frees the locks of keys (each held once by this session: a
+// session takes a lock only when it does not hold it).
+func (s *pgSession) Unlock(ctx context.Context, keys []int64) error {
+	if _, err := s.conn.Exec(ctx, `SELECT pg_advisory_unlock(k) FROM unnest($1::int8[]) AS u(k)`, keys); err != nil {
+		return fmt.Errorf("pg_advisory_unlock: %w", err)
+	}
+	return nil
 }

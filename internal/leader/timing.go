@@ -1,6 +1,6 @@
 // Package leader makes one replica of the exporter lead each task that
-// must be done once (a reconcile job, an audit, a cdc entry's WAL
-// history) while the others stand by.
+// must be done once (a reconcile job, an audit) while the others stand
+// by.
 //
 // A task's lease is a session-level PostgreSQL advisory lock, taken with
 // pg_try_advisory_lock on a key derived from the task's name, held by the
@@ -43,7 +43,7 @@ func Key(task string) int64 {
 	return int64(h.Sum64())
 }
 
-// Task names a task: "reconcile/NAME", "audit/NAME" or "cdc/NAME".
+// Task names a task: "reconcile/NAME" or "audit/NAME".
 func Task(kind, name string) string { return kind + "/" + name }
 
 // Timing is the election's clock.

@@ -28,6 +28,7 @@ var timing = leader.Timing{Check: time.Second, Retry: 200 * time.Millisecond}
 // replica is one exporter process.
 type replica struct {
 	name, addr string
+	cfg        string // the config file's path
 	cmd        *exec.Cmd
 	logs       *testutil.SyncBuffer
 	done       chan struct{}
@@ -107,11 +108,12 @@ func start(t *testing.T, bin, name string, a, b *pgtest.DB, extra string) *repli
 	u, _ := url.Parse(a.URL)
 	r := &replica{name: name, addr: testutil.FreeAddr(t), logs: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	r.proxy = newProxy(t, u.Host)
-	cfg := filepath.Join(t.TempDir(), name+".yml")
-	if err := os.WriteFile(cfg, []byte(configFor(viaProxy(t, a.URL, r.proxy.addr()), b.URL, extra)), 0o600); err != nil {
+	r.cfg = filepath.Join(t.TempDir(), name+".yml")
+	if err := os.WriteFile(r.cfg, []byte(configFor(viaProxy(t, a.URL, r.proxy.addr()), b.URL, extra)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(bin, "--config.file="+cfg, "--web.listen-address="+r.addr, "--log.format=json", "--log.level=info")
+	r.cmd = exec.Command(bin, "--config.file="+r.cfg, "--web.listen-address="+r.addr, "--log.format=json", "--log.level=info",
+		"--web.enable-lifecycle")
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
