@@ -12,7 +12,10 @@ type cdcView struct {
 	// Known: the last collection read the slot.
 	Known      bool
 	LagSeconds float64
-	LowerBound bool
+	// LowerBound: the lag is at least LagSeconds (the slot is behind
+	// what the exporter's WAL history reaches); UpperBound: at most (just
+	// after a start, placed from the last checkpoint).
+	LowerBound, UpperBound bool
 	LagBytes   float64
 	Active     bool
 	WALStatus  string
@@ -41,8 +44,9 @@ func cdcViews(snap *Snapshot) []cdcView {
 		v.Known, v.LagSeconds = true, lag
 		v.LagBytes, _ = snap.Max(vocab.CDCSlotLagBytes, m)
 		lb, _ := snap.Max(vocab.CDCSlotLagLowerBound, m)
+		ub, _ := snap.Max(vocab.CDCSlotLagUpperBound, m)
 		active, _ := snap.Max(vocab.CDCSlotActive, m)
-		v.LowerBound, v.Active = lb == 1, active == 1
+		v.LowerBound, v.UpperBound, v.Active = lb == 1, ub == 1 && lb != 1, active == 1
 		for _, smp := range snap.Get(vocab.CDCSlotWALStatus, m) {
 			if smp.Value == 1 {
 				v.WALStatus = smp.Labels["status"]

@@ -19,7 +19,7 @@ func TestCDCSection(t *testing.T) {
 		}
 		return Sample{Labels: l, Value: v}
 	}
-	names := []string{"fine", "late", "idle", "gone", "lost", "failed", "bound"}
+	names := []string{"fine", "late", "idle", "gone", "lost", "failed", "bound", "upper"}
 	snap := &Snapshot{Metrics: map[string][]Sample{}}
 	for _, n := range names {
 		snap.Metrics[vocab.CDCDeadline] = append(snap.Metrics[vocab.CDCDeadline], cdc(n, 60))
@@ -34,7 +34,7 @@ func TestCDCSection(t *testing.T) {
 		if n == "gone" {
 			continue
 		}
-		lag, active, status, bound := 5.0, 1.0, "reserved", 0.0
+		lag, active, status, bound, upper := 5.0, 1.0, "reserved", 0.0, 0.0
 		switch n {
 		case "late":
 			lag = 90
@@ -44,10 +44,13 @@ func TestCDCSection(t *testing.T) {
 			status = "lost"
 		case "bound":
 			bound, lag = 1, 10
+		case "upper":
+			upper, lag = 1, 20
 		}
 		snap.Metrics[vocab.CDCSlotLagSeconds] = append(snap.Metrics[vocab.CDCSlotLagSeconds], cdc(n, lag))
 		snap.Metrics[vocab.CDCSlotLagBytes] = append(snap.Metrics[vocab.CDCSlotLagBytes], cdc(n, 4096))
 		snap.Metrics[vocab.CDCSlotLagLowerBound] = append(snap.Metrics[vocab.CDCSlotLagLowerBound], cdc(n, bound))
+		snap.Metrics[vocab.CDCSlotLagUpperBound] = append(snap.Metrics[vocab.CDCSlotLagUpperBound], cdc(n, upper))
 		snap.Metrics[vocab.CDCSlotActive] = append(snap.Metrics[vocab.CDCSlotActive], cdc(n, active))
 		for _, s := range []string{"reserved", "extended", "unreserved", "lost"} {
 			v := 0.0
@@ -62,7 +65,7 @@ func TestCDCSection(t *testing.T) {
 	for _, v := range views {
 		got[v.CDC] = v.Status
 	}
-	want := map[string]Status{"fine": OK, "late": Crit, "idle": Warn, "gone": Crit, "lost": Crit, "failed": Unknown, "bound": OK}
+	want := map[string]Status{"fine": OK, "late": Crit, "idle": Warn, "gone": Crit, "lost": Crit, "failed": Unknown, "bound": OK, "upper": OK}
 	for n, st := range want {
 		if got[n] != st {
 			t.Errorf("cdc %s: status %q, want %q", n, got[n], st)
@@ -79,7 +82,7 @@ func TestCDCSection(t *testing.T) {
 		`data-cdc="failed" data-status="unknown"`, "not read: its collection failed",
 		`data-cdc="idle" data-status="warn"`, "not holding the slot",
 		`data-cdc="late" data-status="crit"`, "1m30",
-		"&ge; 10s", "<td>lost</td>", "<td>reserved</td>", "4096 bytes", "streaming",
+		"&ge; 10s", "&le; 20s", "<td>lost</td>", "<td>reserved</td>", "4096 bytes", "streaming",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the page lacks %q", want)
