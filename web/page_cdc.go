@@ -16,10 +16,10 @@ type cdcView struct {
 	// what the exporter's WAL history reaches); UpperBound: at most (just
 	// after a start, placed from the last checkpoint).
 	LowerBound, UpperBound bool
-	LagBytes   float64
-	Active     bool
-	WALStatus  string
-	Deadline   float64
+	LagBytes               float64
+	Active                 bool
+	WALStatus              string
+	Deadline               float64
 }
 
 // cdcViews judges each cdc entry: its lag against its deadline, a
