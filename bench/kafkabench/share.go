@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
@@ -72,11 +73,23 @@ func timeShares(ctx context.Context, adm *kadm.Client, groups []string) (time.Du
 	return d, nil
 }
 
+// baselineOpts are the baseline client's options: for share groups, the
+// 30 s a request may take that Kafka's own admin client (and so
+// kafka-share-groups) allows by default (request.timeout.ms): Apache
+// Kafka takes seconds to answer DescribeShareGroupOffsets, longer than
+// the exporter's default client waits.
+func baselineOpts(share bool) []kgo.Opt {
+	if !share {
+		return nil
+	}
+	return []kgo.Opt{kgo.RequestTimeoutOverhead(30 * time.Second), kgo.RetryTimeout(30 * time.Second)}
+}
+
 // sharesSettled waits, up to two minutes, until one share describe of
 // every group answers: Apache Kafka's share coordinator loads the state of
 // new share groups lazily, and the first answers time out.
 func sharesSettled(ctx context.Context, k *config.Kafka, names []string) error {
-	cl, err := kafkaclient.New(k)
+	cl, err := kafkaclient.New(k, baselineOpts(true)...)
 	if err != nil {
 		return err
 	}
