@@ -61,28 +61,28 @@ func runShareLatency(o options) {
 	fmt.Println("| groups | chunk | connections | ask | ShareGroupDescribe | DescribeShareGroupOffsets | groups failed | load average |")
 	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---|")
 	at := 0
-	ask := func(set []string, chunk int, conns []*kadm.Client) {
-		for _, which := range []string{"first", "second"} {
+	ask := func(set []string, chunk int, conns []*kadm.Client, asks ...string) {
+		for _, which := range asks {
 			d, o, failed := timeChunked(ctx, conns, set, chunk)
 			fmt.Printf("| %d | %d | %d | %s | %s | %s | %d | %s |\n", len(set), chunk, len(conns), which, ms(d), ms(o), failed, loadAvg())
 		}
 	}
 	for _, n := range latencyWhole {
-		ask(names[at:at+n], n, adms[:1])
+		ask(names[at:at+n], n, adms[:1], "first", "second")
 		at += n
 	}
 	for _, c := range latencyChunks {
-		ask(names[at:at+latencyChunked], c, adms[:1])
+		ask(names[at:at+latencyChunked], c, adms[:1], "first", "second")
 		at += latencyChunked
 	}
 	// The same groups again (every ask now a later one), chunks on
 	// connections of their own.
 	at = total - latencyChunked*len(latencyChunks)
 	for _, c := range latencyChunks {
-		ask(names[at:at+latencyChunked], c, adms[:latencyChunked/c])
+		ask(names[at:at+latencyChunked], c, adms[:latencyChunked/c], "third", "fourth")
 		at += latencyChunked
 	}
-	ask(names[:1000], 100, adms[:10])
+	ask(names[:latencyTotal], 100, adms[:10], "later", "later")
 }
 
 // timeChunked sends the two share describes of set in chunks of chunk
