@@ -42,7 +42,7 @@ type options struct {
 }
 
 func main() {
-	o, serve, memprofile, scrapeMode := parseFlags()
+	o, serve, memprofile, scrapeMode, latency := parseFlags()
 	if o.heapprofile != "" {
 		// Sample finely: the default (one per 512 KB) cannot tell the
 		// caches apart.
@@ -59,6 +59,10 @@ func main() {
 		runScrape(o)
 		return
 	}
+	if latency {
+		runShareLatency(o)
+		return
+	}
 	var rows []row
 	for _, n := range o.sizes {
 		r, err := run(n, o)
@@ -72,7 +76,7 @@ func main() {
 
 // parseFlags reads the flags; it sets the package's profile and
 // sameProcess.
-func parseFlags() (o options, serve int, memprofile string, scrapeMode bool) {
+func parseFlags() (o options, serve int, memprofile string, scrapeMode, latency bool) {
 	var (
 		sizes      = flag.String("groups", "200,1000", "comma-separated group counts, one cluster each")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile here: of the whole run (seeding excluded); with -scrape, of -profile-scrapes steady scrapes after the measured ones")
@@ -91,6 +95,8 @@ func parseFlags() (o options, serve int, memprofile string, scrapeMode bool) {
 	flag.StringVar(&o.heapprofile, "heapprofile", "", "with -scrape: write the heap profile taken where the exporter's heap is measured to FILE.GROUPS")
 	flag.StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run here")
 	flag.BoolVar(&scrapeMode, "scrape", false, "measure the whole HTTP /metrics scrape of the running exporter against kadm.Lag")
+	flag.IntVar(&shareChunks, "share-chunks", 0, "with -scrape -share: the baseline asks N groups per request, each on a connection of its own (16), as the exporter does; 0: one request, as kafka-share-groups")
+	flag.BoolVar(&latency, "share-latency", false, "time the broker's answers to the share describes: N = 20, 50, 100, 200 groups in one request, 200 in chunks of 10, 25, 50; first and second ask")
 	flag.Parse()
 	sameProcess = *inProcess
 	profile = *cpuprofile
@@ -101,7 +107,7 @@ func parseFlags() (o options, serve int, memprofile string, scrapeMode bool) {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	return o, serve, memprofile, scrapeMode
+	return o, serve, memprofile, scrapeMode, latency
 }
 
 func writeMemProfile(path string) {

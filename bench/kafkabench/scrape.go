@@ -186,7 +186,7 @@ func profileSteady(hc *http.Client, url string, n int) error {
 // measureOnce takes one cold pair (a new kadm client; a scrape after a
 // reload) and three steady pairs, alternating.
 func measureOnce(ctx context.Context, k *config.Kafka, names []string, ex *exporter, hc *http.Client, wall, cpu *[4][]time.Duration, series *int, share bool) error {
-	cl, err := kafkaclient.New(k)
+	cl, err := kafkaclient.New(k, baselineOpts(share)...)
 	if err != nil {
 		return err
 	}

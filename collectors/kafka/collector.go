@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,10 @@ type Collector struct {
 	known map[string]string
 	// warned is the matching groups of unsupported types already logged.
 	warned map[string]bool
+	// shareLim is how share groups are asked; zero: the defaults.
+	shareLim shareLimits
+	shareMu  sync.Mutex
+	shareCls []*kgo.Client
 }
 
 // NewCollector returns the lag collector of cluster k. It does not connect
@@ -150,7 +155,7 @@ func NewCollector(cluster string, k *config.Kafka, logger *slog.Logger) (*Collec
 }
 
 // Close closes the cluster's client.
-func (c *Collector) Close() { c.cl.Close() }
+func (c *Collector) Close() { c.cl.Close(); c.closeShareClients() }
 
 // Name implements Collector.
 func (c *Collector) Name() string { return "kafka" }

@@ -4,11 +4,201 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 )
+
+// Apache Kafka 4.4 takes about 2.5 s to answer one
+// DescribeShareGroupOffsets, whether it names 20 groups or 1,000 (more on
+// a group's first ask), and answers the requests of one connection one
+// after the other. Its time is a wait, not work: 20 requests on 20
+// connections were all answered in 2.6 s, on one connection in 29 s. One
+// request naming many groups outlasted the client's read timeout: the
+// client dropped the connection, asked again, and nothing was answered.
+// So the groups' offsets are asked in chunks, each on a connection of its
+// own (clients kept for them, which also keeps the consumer groups'
+// requests from queueing behind them), each request with a time limit
+// inside the scrape's; a chunk that fails or is late costs only its own
+// groups. The share describes themselves are quick and go as one request
+// per chunk on the collector's client.
+type shareLimits struct {
+	// chunk is how many groups one request names.
+	chunk int
+	// conns is how many connections at most ask for offsets at once.
+	conns int
+	// timeout bounds one request.
+	timeout time.Duration
+}
+
+var defaultShareLimits = shareLimits{chunk: 200, conns: 16, timeout: 20 * time.Second}
+
+// shareReserve is the part of the scrape's remaining time the share
+// describes leave to the reads that follow them (offsets, records).
+const shareReserve = 4
+
+// shareAnswers is what askShares learned: each answered group's
+// description and offsets, how many groups were left without one of the
+// two (missed, for the first failure err), and errors of single groups.
+type shareAnswers struct {
+	desc   kadm.DescribedShareGroups
+	offs   map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup
+	missed int
+	err    error
+	errs   []error
+	miss   map[string]bool
+}
+
+func (a *shareAnswers) fail(part []string, err error) {
+	if a.err == nil {
+		a.err = err
+	}
+	for _, g := range part {
+		a.miss[g] = true
+	}
+}
+
+// askShares sends DescribeShareGroups and DescribeShareGroupOffsets for
+// groups in chunks, the offsets of conns chunks at once.
+func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers {
+	lim := c.shareLimits()
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/shareReserve))
+		defer cancel()
+	}
+	a := shareAnswers{desc: kadm.DescribedShareGroups{}, offs: make(map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, len(groups)), miss: map[string]bool{}}
+	cls, err := c.shareClients(lim, min(lim.conns, (len(groups)+lim.chunk-1)/lim.chunk))
+	if err != nil {
+		a.fail(groups, err)
+		a.missed = len(groups)
+		return a
+	}
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		chunks = make(chan []string)
+	)
+	for _, cl := range cls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for part := range chunks {
+				rctx, cancel := context.WithTimeout(ctx, lim.timeout)
+				got, err := fetchShareOffsets(rctx, cl, part)
+				cancel()
+				mu.Lock()
+				a.keepOffsets(part, got, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < len(groups); i += lim.chunk {
+		part := groups[i:min(i+lim.chunk, len(groups))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, lim.timeout)
+			got, err := c.adm.DescribeShareGroups(rctx, part...)
+			cancel()
+			mu.Lock()
+			a.keepDescribed(part, got, err)
+			mu.Unlock()
+		}()
+	}
+	for i := 0; i < len(groups); i += lim.chunk {
+		chunks <- groups[i:min(i+lim.chunk, len(groups))]
+	}
+	close(chunks)
+	wg.Wait()
+	a.missed = len(a.miss)
+	return a
+}
+
+// shareLimits is the collector's limits, the defaults unless a test set
+// them.
+func (c *Collector) shareLimits() shareLimits {
+	if c.shareLim.chunk <= 0 {
+		return defaultShareLimits
+	}
+	return c.shareLim
+}
+
+// shareClients returns n clients that ask for share-group offsets, made
+// on first use and kept: their read timeout is a request's limit.
+func (c *Collector) shareClients(lim shareLimits, n int) ([]*kgo.Client, error) {
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
+	for len(c.shareCls) < n {
+		cl, err := kafkaclient.New(c.cfg, kgo.RequestTimeoutOverhead(lim.timeout), kgo.ConnIdleTimeout(3*time.Minute))
+		if err != nil {
+			return nil, fmt.Errorf("share group offsets client: %w", err)
+		}
+		c.shareCls = append(c.shareCls, cl)
+	}
+	return c.shareCls[:n], nil
+}
+
+// closeShareClients closes the clients of shareClients.
+func (c *Collector) closeShareClients() {
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
+	for _, cl := range c.shareCls {
+		cl.Close()
+	}
+	c.shareCls = nil
+}
+
+// keepDescribed keeps the groups of one chunk's describe answer; those it
+// lacks are missed.
+func (a *shareAnswers) keepDescribed(part []string, got kadm.DescribedShareGroups, err error) {
+	var left []string
+	for _, g := range part {
+		if d, ok := got[g]; ok {
+			a.desc[g] = d
+		} else {
+			left = append(left, g)
+		}
+	}
+	if len(left) > 0 {
+		a.fail(left, fmt.Errorf("describe share groups: %w", orUnanswered(err)))
+	}
+}
+
+// keepOffsets keeps the groups of one chunk's offsets answer; those it
+// lacks are missed. A group's authorization error is its own.
+func (a *shareAnswers) keepOffsets(part []string, got map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, err error) {
+	var left []string
+	for _, g := range part {
+		if rg, ok := got[g]; ok {
+			a.offs[g] = rg
+		} else {
+			left = append(left, g)
+		}
+	}
+	if len(left) == 0 {
+		if err != nil {
+			a.errs = append(a.errs, fmt.Errorf("share group offsets: %w", err))
+		}
+		return
+	}
+	a.fail(left, fmt.Errorf("share group offsets: %w", orUnanswered(err)))
+}
+
+var errUnanswered = errors.New("the broker's answer did not name the group")
+
+func orUnanswered(err error) error {
+	if err != nil {
+		return err
+	}
+	return errUnanswered
+}
 
 // fetchShareOffsets reads the share-partition offsets of groups: one
 // DescribeShareGroupOffsets naming them all, which the client splits by

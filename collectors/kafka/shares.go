@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/vocab"
 )
@@ -75,7 +72,9 @@ type shareState struct {
 }
 
 // describeShares describes the selected share groups and their
-// share-partition offsets, both at once.
+// share-partition offsets, in chunks (askShares). A group left without an
+// answer in time has no lag series this collection, and the collection
+// is partial: its last value is never passed off as a current one.
 func (c *Collector) describeShares(ctx context.Context, selected []Listed, partial *[]error) []*shareState {
 	if len(selected) == 0 {
 		return nil
@@ -84,27 +83,18 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 	for i, g := range selected {
 		names[i] = g.Name
 	}
-	var (
-		wg             sync.WaitGroup
-		desc           kadm.DescribedShareGroups
-		offs           map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup
-		descErr, offEr error
-	)
-	wg.Add(2)
-	go func() { defer wg.Done(); desc, descErr = c.adm.DescribeShareGroups(ctx, names...) }()
-	go func() { defer wg.Done(); offs, offEr = fetchShareOffsets(ctx, c.cl, names) }()
-	wg.Wait()
-	if descErr != nil {
-		*partial = append(*partial, fmt.Errorf("describe share groups: %w", descErr))
+	a := c.askShares(ctx, names)
+	if a.missed > 0 {
+		c.logger.Warn("kafka share groups not answered within the scrape's time: their lag is not exported this scrape",
+			"cluster", c.cluster, "groups", a.missed, "of", len(names), "err", a.err)
+		*partial = append(*partial, fmt.Errorf("share groups: %d of %d not answered: %w", a.missed, len(names), a.err))
 	}
-	if offEr != nil {
-		*partial = append(*partial, fmt.Errorf("share group offsets: %w", offEr))
-	}
+	*partial = append(*partial, a.errs...)
 	out := make([]*shareState, 0, len(names))
 	for _, name := range names {
 		s := &shareState{name: name, readUncommitted: c.shareReadUncommitted(name)}
 		out = append(out, s)
-		if d, ok := desc[name]; ok {
+		if d, ok := a.desc[name]; ok {
 			switch {
 			case errors.Is(d.Err, kerr.GroupIDNotFound) || d.GroupState == "Dead":
 				s.gone = true
@@ -114,7 +104,7 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 				s.state, s.members, s.membersOK = d.GroupState, len(d.Members), true
 			}
 		}
-		if rg, ok := offs[name]; ok {
+		if rg, ok := a.offs[name]; ok && !s.gone {
 			s.topics = shareParts(rg, c.topics, partial)
 		}
 	}
