@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -58,7 +59,16 @@ func main() {
 	order := flag.Bool("order", false, "measure the collection with aggregate, sequence and receipt against it without them, with -small unpublished rows, in the database "+orderDB+" (order.go)")
 	combos := flag.String("combos", "", "measure the capped collection at these numbers of label combinations (comma-separated), with -incident unpublished rows, in the database "+combosDB+" (combos.go)")
 	combosClaimed := flag.Bool("combos-claimed", false, "with -combos: one unpublished row in twenty claimed")
+	cpuProfile := flag.String("cpuprofile", "", "write the process's CPU profile to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "outboxbench:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	if *combos != "" {
 		if err := runCombosFlag(*server, *combos, *incident, *runs, *naiveRuns, *combosClaimed); err != nil {
 			fmt.Fprintln(os.Stderr, "outboxbench:", err)
@@ -438,4 +448,17 @@ func mark(ctx context.Context, rw *pgxpool.Pool, rows, n int) error {
 		}
 	}
 	return nil
+}
+
+// startCPUProfile writes the CPU profile to path until the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

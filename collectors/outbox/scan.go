@@ -123,40 +123,49 @@ func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
 	})
 }
 
-// scanGroups reads a state-shaped query.
+// scanGroups reads a state-shaped query. A capped sample reads up to
+// max_count+1 groups here, so the scan targets are allocated once per
+// query, not per row, and the past-deadline counts share chunks.
 func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 	defer rows.Close()
-	nl, ds := len(spec.O.Labels), spec.Deadlines()
-	var out []group
+	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
+	var (
+		out    []group
+		status string
+		bits   int32
+		n      int64
+		age    *float64
+		labels = make([]*string, nl)
+		late   = make([]int64, nd)
+		chunk  []int64
+	)
+	dest := make([]any, 0, 4+nl+nd)
+	dest = append(dest, &status, &bits)
+	for i := range labels {
+		dest = append(dest, &labels[i])
+	}
+	dest = append(dest, &n, &age)
+	for i := range late {
+		dest = append(dest, &late[i])
+	}
 	for rows.Next() {
-		var (
-			g      group
-			late   = make([]int64, len(ds))
-			labels = make([]*string, nl)
-			age    *float64
-			status string
-			bits   int32
-		)
-		dest := []any{&status, &bits}
-		for i := range labels {
-			dest = append(dest, &labels[i])
-		}
-		dest = append(dest, &g.rows, &age)
-		for i := range late {
-			dest = append(dest, &late[i])
-		}
+		age = nil
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		g.late = late
-		g.labels = strs(labels)
-		g.facts = FactsFromBits(status, bits)
+		if n <= 0 {
+			continue
+		}
+		g := group{rows: n, labels: strs(labels), facts: FactsFromBits(status, bits)}
+		if len(chunk) < nd {
+			chunk = make([]int64, nd*256)
+		}
+		g.late, chunk = chunk[:nd:nd], chunk[nd:]
+		copy(g.late, late)
 		if age != nil && *age > 0 {
 			g.age = *age
 		}
-		if g.rows > 0 {
-			out = append(out, g)
-		}
+		out = append(out, g)
 	}
 	return out, rows.Err()
 }
