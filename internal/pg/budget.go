@@ -314,7 +314,13 @@ func (b *Budgets) share(pc *pgxpool.Config) (*server, func(*pgxpool.Pool)) {
 	}
 	pc.ConnConfig.Tracer = g
 	// A round asks it before its last transaction's end (rounds.go).
-	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+	after := pc.AfterConnect
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
 		c.PgConn().CustomData()[closesKey] = closes
 		return nil
 	}

@@ -55,8 +55,35 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	// benefit from a server-side plan (the outbox sampler's, reconcile's)
 	// prepare themselves per connection or ask for the statement cache.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	pingReused(pc)
 	fence(pc)
 	return pc, nil
+}
+
+// freshKey marks, in a session's custom data, a session not yet handed
+// out by its pool.
+const freshKey = "outbox_exporter.fresh"
+
+// pingReused has the pool ping every session it hands out again before
+// handing it out, and no new one. A session the server ended since its
+// last use (a restart, pg_terminate_backend) fails whatever is sent on
+// it, and a database's collections go together in one round on one
+// session (rounds.go): without the ping, one dead session left in the
+// pool would fail all of them once more after the database is back.
+// pgx's default pings only sessions idle for over a second.
+func pingReused(pc *pgxpool.Config) {
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		c.PgConn().CustomData()[freshKey] = true
+		return nil
+	}
+	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		d := p.Conn.PgConn().CustomData()
+		if d[freshKey] != nil {
+			delete(d, freshKey)
+			return false
+		}
+		return true
+	}
 }
 
 // Open creates a pool for db. It does not connect: the first query does,
