@@ -7,8 +7,8 @@ package outbox
 // fake clock, collects it over a few steps (rows published, new ones
 // written, time passing in between), and compares every series with a
 // brute-force computation over all the rows: its oldest age exactly, its
-// pending and past-deadline counts as lower bounds that are never 0 where
-// a row exists, its deadline.
+// pending, in-flight, lease-expired and past-deadline counts as lower
+// bounds that are never 0 where a row exists, its deadline.
 //
 //	go test -run OracleCaps ./collectors/outbox/ -caps-seeds 20
 
@@ -71,7 +71,8 @@ type capsRow struct {
 // capsGen generates a state of one of four kinds: fresh rows spread over
 // more combinations than MaxOldestTuples with a few stuck ones; a few
 // combinations owning a block of old rows larger than max_count beside
-// fresh ones; long label values; and a block of old claimed rows.
+// fresh ones; long label values; and a block of old claimed rows beside
+// more claimed rows than max_count spread over many combinations.
 type capsGen struct {
 	r     *rand.Rand
 	kind  int
@@ -109,7 +110,9 @@ func (g *capsGen) initial() []capsRow {
 	add := func(age time.Duration, et, topic, status string) {
 		x := capsRow{created: g.now.Add(-age), et: et, topic: topic, status: status}
 		if status == "CLAIMED" {
-			l := g.now.Add(time.Duration(g.r.IntN(600)-300) * time.Second)
+			// Half a second off the whole seconds the clock moves by, so
+			// no lease ends exactly at a sample's now.
+			l := g.now.Add(time.Duration(g.r.IntN(600)-300)*time.Second + 500*time.Millisecond)
 			x.lease = &l
 		}
 		rows = append(rows, x)
@@ -132,6 +135,15 @@ func (g *capsGen) initial() []capsRow {
 		}
 		for i := 0; i < 2*g.o.MaxCount; i++ {
 			add(time.Duration(600+g.r.IntN(3000))*time.Second, g.value("block", g.r.IntN(3)), "b", status)
+		}
+	}
+	if g.kind == 3 {
+		// A relay holding a batch larger than max_count spread over
+		// more combinations than the series cap admits: admitted
+		// series and "other" alike hold claimed rows, leases passed
+		// and live.
+		for i := 0; i < g.o.MaxCount+g.r.IntN(g.o.MaxCount); i++ {
+			add(time.Duration(g.r.IntN(900_000))*time.Millisecond, g.value("ev", g.r.IntN(types)), g.value("held", g.r.IntN(40)), "CLAIMED")
 		}
 	}
 	for i := 0; i < 1+g.r.IntN(6); i++ {
@@ -255,8 +267,9 @@ func capsWrite(ctx context.Context, admin *pgxpool.Pool, now time.Time, rows []c
 
 // capsSeries is what the oracle says one series must show.
 type capsSeries struct {
-	oldest, pending, past float64
-	labels                []string
+	oldest, pending, past  float64
+	inFlight, leaseExpired float64
+	labels                 []string
 }
 
 // capsCompare computes every series by brute force over rows, folded as
@@ -279,8 +292,13 @@ func capsCompare(t *testing.T, step int, g *capsGen, got sampleMetrics, rows []c
 		}
 		age := g.now.Sub(x.created).Seconds()
 		w.oldest = math.Max(w.oldest, age)
-		if x.status == "PENDING" {
+		switch {
+		case x.status == "PENDING":
 			w.pending++
+		case x.lease != nil && x.lease.Before(g.now):
+			w.leaseExpired++
+		default:
+			w.inFlight++
 		}
 		if age > Deadline(o, f).Seconds() {
 			w.past++
@@ -311,10 +329,11 @@ func capsCompare(t *testing.T, step int, g *capsGen, got sampleMetrics, rows []c
 			name  string
 			want  float64
 			extra []string
-		}{{"outbox_events", w.pending, []string{"state", "pending"}}, {"outbox_past_deadline_events", w.past, nil}} {
+		}{{"outbox_events", w.pending, []string{"state", "pending"}}, {"outbox_past_deadline_events", w.past, nil},
+			{"outbox_events", w.inFlight, []string{"state", "in_flight"}}, {"outbox_events", w.leaseExpired, []string{"state", "lease_expired"}}} {
 			v, ok := got[seriesKey(b.name, lab(w.labels, b.extra...))]
 			if !ok || v > b.want || b.want > 0 && v == 0 {
-				t.Errorf("step %d: %s of %v = %v (present %v), want a lower bound of %v, not 0", step, b.name, w.labels, v, ok, b.want)
+				t.Errorf("step %d: %s%v of %v = %v (present %v), want a lower bound of %v, not 0", step, b.name, b.extra, w.labels, v, ok, b.want)
 			}
 		}
 	}
