@@ -27,6 +27,16 @@ func (s *Sampler) cover(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read
 		return nil
 	}
 	probes, fallback := s.uncovered(spec, r)
+	if err := s.coverPending(ctx, tx, spec, r, probes, fallback); err != nil {
+		return err
+	}
+	return s.coverClaimed(ctx, tx, spec, r)
+}
+
+// coverPending reads the series of unpublished rows the walk missed:
+// probes, the combinations to read one by one, or, with fallback, every
+// combination by the skip-scan.
+func (s *Sampler) coverPending(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read, probes [][]string, fallback bool) error {
 	switch {
 	case fallback:
 		r.fallback = true

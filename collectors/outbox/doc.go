@@ -18,7 +18,8 @@
 //     an outbox published by a replication slot, order_track.go the
 //     order queries, stuck.go the stuck-rows page, check.go the check
 //     command; cover.go completes the capped reads with the series the
-//     walk of the oldest rows missed (coverTargets decides which).
+//     walk of the oldest rows missed (coverTargets decides which), and
+//     claimedcover.go those the walks of the claimed rows missed.
 //   - Decide: pure functions, no I/O, tested without a database.
 //     state.go decides a row's state, an unknown result and a deadline;
 //     class.go folds states into the classes audit and reconcile read;

@@ -7,8 +7,8 @@ package outbox
 // fake clock, collects it over a few steps (rows published, new ones
 // written, time passing in between), and compares every series with a
 // brute-force computation over all the rows: its oldest age exactly, its
-// pending and past-deadline counts as lower bounds that are never 0 where
-// a row exists, its deadline.
+// pending, in-flight, lease-expired and past-deadline counts as lower
+// bounds that are never 0 where a row exists, its deadline.
 //
 //	go test -run OracleCaps ./collectors/outbox/ -caps-seeds 20
 
@@ -34,13 +34,18 @@ import (
 
 var capsSeeds = flag.Int("caps-seeds", 4, "oracle past every cap: how many generated seeds to run (CI runs the default)")
 
-// capsRegressionSeeds once found a fault; they run on every run, whatever
-// -caps-seeds says.
+// capsRegressionSeeds once found a fault, or reach a path no default seed
+// does; they run on every run, whatever -caps-seeds says.
 var capsRegressionSeeds = []uint64{
 	// Before the walk by time: the pinned zz.payment.failed series read 0
 	// pending rows (its combination sorted past the 10,000 the skip-scan
 	// visited among 12,013 rows).
 	2,
+	// Fresh claimed rows with the earliest leases in three combinations:
+	// the walk of the passed leases meets no row of "other", which must
+	// then be read per combination (without it, its lease_expired read
+	// 0 against 434 rows).
+	7,
 }
 
 func TestOracleCaps(t *testing.T) {
@@ -71,7 +76,8 @@ type capsRow struct {
 // capsGen generates a state of one of four kinds: fresh rows spread over
 // more combinations than MaxOldestTuples with a few stuck ones; a few
 // combinations owning a block of old rows larger than max_count beside
-// fresh ones; long label values; and a block of old claimed rows.
+// fresh ones; long label values; and a block of old claimed rows beside
+// more claimed rows than max_count spread over many combinations.
 type capsGen struct {
 	r     *rand.Rand
 	kind  int
@@ -109,7 +115,9 @@ func (g *capsGen) initial() []capsRow {
 	add := func(age time.Duration, et, topic, status string) {
 		x := capsRow{created: g.now.Add(-age), et: et, topic: topic, status: status}
 		if status == "CLAIMED" {
-			l := g.now.Add(time.Duration(g.r.IntN(600)-300) * time.Second)
+			// Half a second off the whole seconds the clock moves by, so
+			// no lease ends exactly at a sample's now.
+			l := g.now.Add(time.Duration(g.r.IntN(600)-300)*time.Second + 500*time.Millisecond)
 			x.lease = &l
 		}
 		rows = append(rows, x)
@@ -130,8 +138,30 @@ func (g *capsGen) initial() []capsRow {
 		if g.kind == 3 {
 			status = "CLAIMED"
 		}
+		// Old, or (kind 3, half the seeds) fresh with the earliest
+		// leases: the walk of the passed leases then meets these few
+		// combinations only, while the walk of the oldest rows meets
+		// the pending ones.
+		fresh := g.kind == 3 && g.r.IntN(2) == 0
 		for i := 0; i < 2*g.o.MaxCount; i++ {
-			add(time.Duration(600+g.r.IntN(3000))*time.Second, g.value("block", g.r.IntN(3)), "b", status)
+			age := time.Duration(600+g.r.IntN(3000)) * time.Second
+			if fresh {
+				age = time.Duration(g.r.IntN(60_000)) * time.Millisecond
+			}
+			add(age, g.value("block", g.r.IntN(3)), "b", status)
+			if x := &rows[len(rows)-1]; fresh {
+				l := g.now.Add(-time.Duration(1000+g.r.IntN(500))*time.Second + 500*time.Millisecond)
+				x.lease = &l
+			}
+		}
+	}
+	if g.kind == 3 {
+		// A relay holding a batch larger than max_count spread over
+		// more combinations than the series cap admits: admitted
+		// series and "other" alike hold claimed rows, leases passed
+		// and live.
+		for i := 0; i < g.o.MaxCount+g.r.IntN(g.o.MaxCount); i++ {
+			add(time.Duration(g.r.IntN(60_000))*time.Millisecond, g.value("ev", g.r.IntN(types)), g.value("held", g.r.IntN(40)), "CLAIMED")
 		}
 	}
 	for i := 0; i < 1+g.r.IntN(6); i++ {
@@ -255,8 +285,9 @@ func capsWrite(ctx context.Context, admin *pgxpool.Pool, now time.Time, rows []c
 
 // capsSeries is what the oracle says one series must show.
 type capsSeries struct {
-	oldest, pending, past float64
-	labels                []string
+	oldest, pending, past  float64
+	inFlight, leaseExpired float64
+	labels                 []string
 }
 
 // capsCompare computes every series by brute force over rows, folded as
@@ -279,8 +310,13 @@ func capsCompare(t *testing.T, step int, g *capsGen, got sampleMetrics, rows []c
 		}
 		age := g.now.Sub(x.created).Seconds()
 		w.oldest = math.Max(w.oldest, age)
-		if x.status == "PENDING" {
+		switch {
+		case x.status == "PENDING":
 			w.pending++
+		case x.lease != nil && x.lease.Before(g.now):
+			w.leaseExpired++
+		default:
+			w.inFlight++
 		}
 		if age > Deadline(o, f).Seconds() {
 			w.past++
@@ -311,10 +347,11 @@ func capsCompare(t *testing.T, step int, g *capsGen, got sampleMetrics, rows []c
 			name  string
 			want  float64
 			extra []string
-		}{{"outbox_events", w.pending, []string{"state", "pending"}}, {"outbox_past_deadline_events", w.past, nil}} {
+		}{{"outbox_events", w.pending, []string{"state", "pending"}}, {"outbox_past_deadline_events", w.past, nil},
+			{"outbox_events", w.inFlight, []string{"state", "in_flight"}}, {"outbox_events", w.leaseExpired, []string{"state", "lease_expired"}}} {
 			v, ok := got[seriesKey(b.name, lab(w.labels, b.extra...))]
 			if !ok || v > b.want || b.want > 0 && v == 0 {
-				t.Errorf("step %d: %s of %v = %v (present %v), want a lower bound of %v, not 0", step, b.name, w.labels, v, ok, b.want)
+				t.Errorf("step %d: %s%v of %v = %v (present %v), want a lower bound of %v, not 0", step, b.name, b.extra, w.labels, v, ok, b.want)
 			}
 		}
 	}

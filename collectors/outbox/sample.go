@@ -276,9 +276,9 @@ func overCap(s *boundSpec, r *read, p part) bool {
 	return n > int64(s.O.MaxCount)
 }
 
-// claimedCappedBatch replaces the claimed rows' groups by the per label
-// set reads of ClaimedCappedQuery and ClaimedUnknownQuery when more than
-// max_count rows are claimed, and the unclaimed unknown results by
+// claimedCappedBatch replaces the claimed rows' groups by the walks of
+// their parts (claimedcover.go completes them) when more than max_count
+// rows are claimed, and the unclaimed unknown results by
 // UnknownCappedQuery's when more than max_count have one; nil when
 // neither is.
 func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
@@ -295,10 +295,7 @@ func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
 	r.groups = kept
 	b := &pgx.Batch{}
 	if claimed {
-		queueGroups(b, spec.ClaimedCappedQuery(), spec, partClaimedCapped, &r.groups, "count claimed rows (capped)")
-		if q := spec.ClaimedUnknownQuery(); q != "" {
-			queueGroups(b, q, spec, partUnknown, &r.groups, "count unknown results of claimed rows (capped)")
-		}
+		queueClaimedWalks(b, spec, r)
 	}
 	if unknown {
 		queueGroups(b, spec.UnknownCappedQuery(), spec, partUnknown, &r.groups, "count unknown results (capped)")

@@ -63,7 +63,10 @@ type read struct {
 	oldest []oldest
 	// admitted is the series cap as the capped reads admitted on a copy
 	// (cover.go), nil when they did not.
-	admitted     *SeriesCap
+	admitted *SeriesCap
+	// claimed are the walks of the claimed rows while more than
+	// max_count are claimed (claimedcover.go), one per part.
+	claimed      []claimedWalk
 	dead         []group
 	unclassified []group
 	leases       []Mark

@@ -1,5 +1,7 @@
 package outboxsql
 
+import "fmt"
+
 // PlanRule is what a query's plan must show besides using its index.
 type PlanRule struct {
 	// Ordered: the plan must not sort (the skip-scan needs the index's
@@ -39,6 +41,11 @@ func (s *Spec) Planned() []Plan {
 	add("state", s.StateQuery(), byTime, PlanRule{Ordered: true})
 	add("stuck", s.StuckQuery(), byTime, PlanRule{Ordered: true}, 10)
 	add("claimed (capped)", s.ClaimedQuery(), "lease", PlanRule{})
+	for i, p := range append(s.ClaimedParts(), s.ClaimedUnknownPart()) {
+		if p != "" || i == 0 {
+			add(fmt.Sprintf("claimed walk %d (capped)", i+1), s.ClaimedWalkQuery(p, s.ClaimedBudget()), "lease", PlanRule{Ordered: true})
+		}
+	}
 	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), PlanRule{})
 	add("claimed unknown (capped per label set)", s.ClaimedUnknownQuery(), claimedIndex(s), PlanRule{})
 	add("unknown (capped per label set)", s.UnknownCappedQuery(), "unknown", PlanRule{})

@@ -339,17 +339,23 @@ func (s *Spec) ClaimedCappedQuery() string {
 	if cl == "" {
 		return ""
 	}
-	parts := []string{""}
-	if lc := s.LeaseColumn(); lc != "" {
-		// Each part a range of the claimed index, so none scans past the
-		// rows of another: passed, live, no lease.
-		live := col(lc) + " >= " + s.bound(lc, ReadNow)
-		if s.O.LeaseUntil == "" {
-			live = col(lc) + " >= " + s.bound(lc, ReadNow+" - "+interval(s.O.LeaseTTL))
-		}
-		parts = []string{s.leasePassed(col(lc)), live, col(lc) + " IS NULL"}
+	return s.perCombo(and(s.unpublished(), cl), col(s.claimedOrder()), s.ClaimedParts(), s.claimedReads())
+}
+
+// ClaimedParts are the disjoint conditions the claimed rows are read in
+// while capped, each a range of the claimed indexes after the labels, so
+// that none scans past the rows of another: with a lease column, the
+// leases passed, live and absent; else one part, "" (every claimed row).
+func (s *Spec) ClaimedParts() []string {
+	lc := s.LeaseColumn()
+	if lc == "" {
+		return []string{""}
 	}
-	return s.perCombo(and(s.unpublished(), cl), col(s.claimedOrder()), parts, s.claimedReads())
+	live := col(lc) + " >= " + s.bound(lc, ReadNow)
+	if s.O.LeaseUntil == "" {
+		live = col(lc) + " >= " + s.bound(lc, ReadNow+" - "+interval(s.O.LeaseTTL))
+	}
+	return []string{s.leasePassed(col(lc)), live, col(lc) + " IS NULL"}
 }
 
 // claimedReads is how many per label set reads share MaxCount while the
