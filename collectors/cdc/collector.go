@@ -24,11 +24,14 @@ var (
 	lagSecondsDesc = prometheus.NewDesc(vocab.CDCSlotLagSeconds,
 		"How long ago the server's WAL position was where the slot's confirmed_flush_lsn is now: the age of the oldest change the connector has not confirmed; 0 when caught up. While outbox_cdc_slot_lag_lower_bound and outbox_cdc_slot_lag_upper_bound are both 0 it is never less than the truth and at most one collection interval more.",
 		[]string{vocab.LabelCDC}, nil)
+	lagAtLeastDesc = prometheus.NewDesc(vocab.CDCSlotLagAtLeastSeconds,
+		"The least the slot's lag can be in seconds: never over the truth; with outbox_cdc_slot_lag_seconds it brackets the truth (equal to it while outbox_cdc_slot_lag_lower_bound is 1, 0 when caught up).",
+		[]string{vocab.LabelCDC}, nil)
 	lowerBoundDesc = prometheus.NewDesc(vocab.CDCSlotLagLowerBound,
-		"1 when the slot's confirmed position is older than the exporter's WAL history (after an exporter start, a slot behind the last checkpoint; or a slot very far behind): outbox_cdc_slot_lag_seconds may be under the truth, and the linked outbox's pending rows a subset of the true ones.",
+		"1 when the slot's confirmed position is older than the exporter's WAL history and no commit time below the slot's catalog_xmin is kept (track_commit_timestamp off): outbox_cdc_slot_lag_seconds may be under the truth, and the linked outbox's pending rows a subset of the true ones.",
 		[]string{vocab.LabelCDC}, nil)
 	upperBoundDesc = prometheus.NewDesc(vocab.CDCSlotLagUpperBound,
-		"1 when the slot's confirmed position lies between the last checkpoint and the exporter's first collection (after an exporter start): outbox_cdc_slot_lag_seconds is never under the truth but may be over it by up to that whole span, and the linked outbox's pending rows a superset of the true ones.",
+		"1 when outbox_cdc_slot_lag_seconds is never under the truth but may be over it by more than one collection interval: after an exporter start the slot's confirmed position lies between the last checkpoint and the first collection, or it is older than the exporter's WAL history and is dated by the latest commit below the slot's catalog_xmin. The linked outbox's pending rows and their oldest age are then upper bounds too (a superset of the true rows); outbox_cdc_slot_lag_at_least_seconds is the other side.",
 		[]string{vocab.LabelCDC}, nil)
 	activeDesc = prometheus.NewDesc(vocab.CDCSlotActive,
 		"1 while a connector holds the slot; 0 when nothing streams from it and changes pile up.",
@@ -77,6 +80,9 @@ type Collector struct {
 
 	mu   sync.Mutex
 	last map[string]SlotState
+	// bounds holds each cdc entry's last commit time below its slot's
+	// catalog_xmin.
+	bounds map[string]commitBound
 	// failed holds why the last collection has no state of a cdc entry.
 	failed map[string]error
 	// ready is closed when the first collection has finished: what an
@@ -89,7 +95,7 @@ type Collector struct {
 // does not connect until the first Update.
 func NewCollector(database string, entries map[string]*config.CDC, db pg.Beginner, logger *slog.Logger) *Collector {
 	c := &Collector{database: database, db: db, logger: logger, last: map[string]SlotState{},
-		failed: map[string]error{}, ready: make(chan struct{}),
+		failed: map[string]error{}, ready: make(chan struct{}), bounds: map[string]commitBound{},
 		hist: NewHistory(DefaultHistorySize, HistoryMinGap)}
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
@@ -132,7 +138,7 @@ func (c *Collector) History() *History { return c.hist }
 
 // Describe implements collectors.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lowerBoundDesc, upperBoundDesc, activeDesc, walStatusDesc, safeWALDesc, missingDesc, deadlineDesc} {
+	for _, d := range []*prometheus.Desc{lagBytesDesc, lagSecondsDesc, lagAtLeastDesc, lowerBoundDesc, upperBoundDesc, activeDesc, walStatusDesc, safeWALDesc, missingDesc, deadlineDesc} {
 		ch <- d
 	}
 }
@@ -175,7 +181,12 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		// A slot that is gone says so in a series of its own, rather
 		// than by its other series vanishing.
 		ch <- w.missing[b2i(!r.Slots[i].Exists || r.Slots[i].Type != "logical" || r.Slots[i].ConfirmedFlush == nil)]
-		st, err := Assess(r.Now, r.Slots[i], c.hist)
+		st, err := Assess(r.Now, r.Slots[i], c.hist, nil)
+		if err == nil && st.LowerBound {
+			if before, ok := c.committedBefore(ctx, w.cdc, r.Slots[i], r.CommitTimes); ok {
+				st, err = Assess(r.Now, r.Slots[i], c.hist, &before)
+			}
+		}
 		if err != nil {
 			err = fmt.Errorf("cdc %q: %w", w.cdc, err)
 			errs = append(errs, err)
@@ -197,6 +208,7 @@ func send(ch chan<- prometheus.Metric, w watched, st SlotState) {
 	}
 	gauge(lagBytesDesc, st.LagBytes)
 	gauge(lagSecondsDesc, st.LagSeconds)
+	gauge(lagAtLeastDesc, st.LagAtLeast)
 	gauge(lowerBoundDesc, b2f(st.LowerBound))
 	gauge(upperBoundDesc, b2f(st.UpperBound))
 	gauge(activeDesc, b2f(st.Active))
@@ -210,6 +222,32 @@ func send(ch chan<- prometheus.Metric, w watched, st SlotState) {
 	if st.SafeWALSize != nil {
 		gauge(safeWALDesc, float64(*st.SafeWALSize))
 	}
+}
+
+// committedBefore is the latest commit time below the slot's catalog_xmin
+// (CommittedBefore), read again only when catalog_xmin moved. ok is false
+// when there is none: commit times are not kept, the slot reports no
+// catalog_xmin, or the read failed (logged; the lag stays a marked lower
+// bound).
+func (c *Collector) committedBefore(ctx context.Context, cdc string, s SlotRow, commitTimes bool) (time.Time, bool) {
+	if !commitTimes || s.CatalogXmin == nil {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	b, seen := c.bounds[cdc]
+	c.mu.Unlock()
+	if seen && b.xmin == *s.CatalogXmin {
+		return b.at, b.ok
+	}
+	at, ok, err := CommittedBefore(ctx, c.db, *s.CatalogXmin, CommitWindow)
+	if err != nil {
+		c.logger.Warn("no commit time dates the slot's position; its lag stays a lower bound", "database", c.database, "cdc", cdc, "err", err)
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	c.bounds[cdc] = commitBound{xmin: *s.CatalogXmin, at: at, ok: ok}
+	c.mu.Unlock()
+	return at, ok
 }
 
 func b2i(b bool) int {

@@ -244,7 +244,7 @@ func TestHistoryBurstThenStallAfterStart(t *testing.T) {
 	// The burst wrote 1,000 to 100,000 within the first second; the slot
 	// confirmed 99,000: the server passed it at about 1s.
 	const truthAt = 1_000 // ms
-	st, err := Assess(Sample{At: ms(100_000), LSN: 100_100}, SlotRow{Name: "s", Exists: true, Type: "logical", ConfirmedFlush: ptrLSN(99_000)}, h)
+	st, err := Assess(Sample{At: ms(100_000), LSN: 100_100}, SlotRow{Name: "s", Exists: true, Type: "logical", ConfirmedFlush: ptrLSN(99_000)}, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func (o *oracleRun) scrape() {
 		o.fatalf("no state after a collection")
 	}
 	tr := o.truth()
-	o.checkSlot(m, now, st, tr)
+	o.checkSlot(m, now, st, tr, o.confirmed < o.redo)
 	pending, oldest, err := outboxReading(o.t, o.oc)
 	if err != nil {
 		o.fatalf("collect the linked outbox: %v", err)
@@ -79,11 +79,14 @@ func (o *oracleRun) scrape() {
 	o.checkOutbox(st, tr, outboxSeen{pending, oldest, stuck}, before.t1, after.t2)
 }
 
-// checkSlot holds the slot's series against the truth.
-func (o *oracleRun) checkSlot(m metrics, now Sample, st SlotState, tr oracleTruth) {
+// checkSlot holds the slot's series against the truth; behind is true
+// when the slot is confirmed behind the checkpoint this exporter started
+// after.
+func (o *oracleRun) checkSlot(m metrics, now Sample, st SlotState, tr oracleTruth, behind bool) {
 	o.t.Helper()
 	lag, lower, upper := m.get(o.t, "outbox_cdc_slot_lag_seconds", "orders"),
 		m.get(o.t, "outbox_cdc_slot_lag_lower_bound", "orders"), m.get(o.t, "outbox_cdc_slot_lag_upper_bound", "orders")
+	atLeast := m.get(o.t, "outbox_cdc_slot_lag_at_least_seconds", "orders")
 	wantBytes := 0.0
 	if now.LSN > o.confirmed {
 		wantBytes = float64(now.LSN - o.confirmed)
@@ -91,16 +94,25 @@ func (o *oracleRun) checkSlot(m metrics, now Sample, st SlotState, tr oracleTrut
 	if got := m.get(o.t, "outbox_cdc_slot_lag_bytes", "orders"); got != wantBytes {
 		o.fatalf("lag bytes %v, want %v - %v = %v", got, now.LSN, o.confirmed, wantBytes)
 	}
-	if lag != max(0, now.At.Sub(st.ConfirmedAt).Seconds()) || lower != b2f(st.LowerBound) || upper != b2f(st.UpperBound) || st.LowerBound && st.UpperBound {
-		o.fatalf("series (lag %v, lower %v, upper %v) disagree with the state %+v at %v", lag, lower, upper, st, now.At)
+	if lag != max(0, now.At.Sub(st.ConfirmedAt).Seconds()) || lower != b2f(st.LowerBound) || upper != b2f(st.UpperBound) || st.LowerBound && st.UpperBound ||
+		atLeast != st.LagAtLeast || atLeast > lag || atLeast < 0 {
+		o.fatalf("series (lag %v, at least %v, lower %v, upper %v) disagree with the state %+v at %v", lag, atLeast, lower, upper, st, now.At)
 	}
-	switch {
-	case o.confirmed >= now.LSN:
+	if o.confirmed >= now.LSN {
 		o.cov["caught up"]++
-		if lag != 0 || lower != 0 || upper != 0 {
-			o.fatalf("caught up, yet lag %v (bounds %v, %v)", lag, lower, upper)
+		if lag != 0 || atLeast != 0 || lower != 0 || upper != 0 {
+			o.fatalf("caught up, yet lag %v, at least %v (bounds %v, %v)", lag, atLeast, lower, upper)
 		}
 		return
+	}
+	// The least lag is never over the truth: the position left after
+	// leftAfter.
+	if !tr.leftAfter.IsZero() && atLeast >= now.At.Sub(tr.leftAfter).Seconds() {
+		o.fatalf("lag at least %vs, but the position was still there at %v, %vs ago: over the truth", atLeast, tr.leftAfter, now.At.Sub(tr.leftAfter).Seconds())
+	}
+	switch {
+	case behind && st.LowerBound:
+		o.fatalf("the slot (%v) is behind the checkpoint the exporter started after (%v), commit times are kept, yet the lag %vs is a lower bound: its pending rows a subset", o.confirmed, o.redo, lag)
 	case st.LowerBound:
 		o.cov["lower bound"]++
 		// Never over the truth: the position left after leftAfter.
@@ -108,6 +120,11 @@ func (o *oracleRun) checkSlot(m metrics, now Sample, st SlotState, tr oracleTrut
 			o.fatalf("lower bound: confirmed at %v, but the position was still there at %v: over the truth", st.ConfirmedAt, tr.leftAfter)
 		}
 		return
+	case behind:
+		o.cov["behind the checkpoint"]++
+		if !st.UpperBound || !st.OlderThanHistory {
+			o.fatalf("the slot (%v) is behind the checkpoint the exporter started after (%v), yet its state %+v is not an upper bound older than the history", o.confirmed, o.redo, st)
+		}
 	case st.UpperBound:
 		o.cov["upper bound"]++
 	default:

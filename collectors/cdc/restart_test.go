@@ -60,16 +60,19 @@ func (r restartRig) scrape(t *testing.T, s *server, slot string) reading {
 // burst is all the new exporter knows of the past: the slot reads from
 // it, an upper bound that says so, never under the truth, and the 18 rows
 // read pending and stuck at the first scrape and every one after. When a
-// checkpoint falls after the rows, the next start can only say the lag is
-// at least the time since it: a lower bound that says so, never over the
-// truth, and the rows read pending only as far as it knows.
+// checkpoint falls after the rows, the next start has no sample older
+// than the slot: the latest commit below the slot's catalog_xmin dates it
+// instead, an upper bound that says so, with the time since the
+// checkpoint as the least the lag can be, and the 18 rows still read
+// pending and stuck. (Counting from the checkpoint alone read the lag
+// under the truth and no row pending.)
 func TestRestartAfterStallKeepsTheRowsPending(t *testing.T) {
 	s := startCommitTSServer(t)
 	s.exec(t, `SELECT pg_create_logical_replication_slot('stalled', 'test_decoding')`)
 	s.exec(t, `CHECKPOINT`)
-	left := s.position(t) // the position leaves the confirmed one after this
 	s.exec(t, `INSERT INTO other (payload) SELECT repeat(md5(g::text), 30) FROM generate_series(1, 3000) g`)
 	s.exec(t, `SELECT pg_replication_slot_advance('stalled', pg_current_wal_lsn())`)
+	confirmed := s.position(t) // the position is still the confirmed one
 	var ids []string
 	for i := 0; i < 18; i++ {
 		var id int64
@@ -90,6 +93,9 @@ func TestRestartAfterStallKeepsTheRowsPending(t *testing.T) {
 		if lag < truth || r.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders") != 1 || r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders") != 0 {
 			t.Errorf("round %d after the restart: lag %vs (upper %v, lower %v); want at least the truth %vs, marked an upper bound", round, lag,
 				r.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders"), r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders"), truth)
+		}
+		if atLeast := r.m.get(t, "outbox_cdc_slot_lag_at_least_seconds", "orders"); atLeast > r.now.At.Sub(confirmed.At).Seconds() {
+			t.Errorf("round %d after the restart: lag at least %vs, over the truth (under %vs)", round, atLeast, r.now.At.Sub(confirmed.At).Seconds())
 		}
 		if r.pending != 18 || r.oldest < r.now.At.Sub(firstCreated).Seconds() {
 			t.Errorf("round %d after the restart: %v pending, oldest %vs; want the 18 rows, the oldest at least %vs old", round, r.pending, r.oldest, r.now.At.Sub(firstCreated).Seconds())
@@ -116,13 +122,21 @@ func TestRestartAfterStallKeepsTheRowsPending(t *testing.T) {
 	})
 	rig = startExporter(s, "stalled")
 	r := rig.scrape(t, s, "stalled")
-	lag := r.m.get(t, "outbox_cdc_slot_lag_seconds", "orders")
-	if lag <= 0 || lag > r.now.At.Sub(left.At).Seconds() || r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders") != 1 || r.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders") != 0 {
-		t.Errorf("behind the last checkpoint: lag %vs (lower %v); want above 0, at most the truth %vs, marked a lower bound", lag,
-			r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders"), r.now.At.Sub(left.At).Seconds())
+	lag, atLeast := r.m.get(t, "outbox_cdc_slot_lag_seconds", "orders"), r.m.get(t, "outbox_cdc_slot_lag_at_least_seconds", "orders")
+	if lag < r.now.At.Sub(firstCommit).Seconds() || r.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders") != 1 || r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders") != 0 {
+		t.Errorf("behind the last checkpoint: lag %vs (upper %v, lower %v); want at least the truth %vs, marked an upper bound", lag,
+			r.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders"), r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders"), r.now.At.Sub(firstCommit).Seconds())
 	}
-	if r.pending > 18 {
-		t.Errorf("behind the last checkpoint: %v pending, more than the 18 rows", r.pending)
+	if atLeast <= 0 || atLeast > r.now.At.Sub(confirmed.At).Seconds() {
+		t.Errorf("behind the last checkpoint: lag at least %vs; want above 0 and at most the truth, under %vs", atLeast, r.now.At.Sub(confirmed.At).Seconds())
+	}
+	if r.pending != 18 || r.oldest < r.now.At.Sub(firstCreated).Seconds() {
+		t.Errorf("behind the last checkpoint: %v pending, oldest %vs; want the 18 rows, the oldest at least %vs old", r.pending, r.oldest, r.now.At.Sub(firstCreated).Seconds())
+	}
+	for _, id := range ids {
+		if !r.stuck[id] {
+			t.Fatalf("behind the last checkpoint: row %s is behind the slot but not stuck: %v", id, r.stuck)
+		}
 	}
 	// The connector resumes and confirms everything: nothing is behind,
 	// and nothing says bound.

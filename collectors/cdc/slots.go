@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +42,11 @@ type SlotRow struct {
 	SafeWALSize *int64
 	// ConfirmedFlush is nil for a physical slot.
 	ConfirmedFlush *LSN
+	// CatalogXmin is the slot's catalog_xmin, read with ConfirmedFlush
+	// (the view copies a slot's fields at once): every transaction id
+	// below it had ended before a position the slot has confirmed
+	// (CommittedBefore). Nil when the server reports NULL.
+	CatalogXmin *uint32
 }
 
 // Reading is one collection's view of the server: its clock and WAL
@@ -49,6 +55,9 @@ type Reading struct {
 	Now      Sample
 	Slots    []SlotRow
 	Recovery bool
+	// CommitTimes is true when track_commit_timestamp is on: commits
+	// carry a time (pg_xact_commit_timestamp).
+	CommitTimes bool
 }
 
 // slotsQuery reads the named slots and, in the same statement, the
@@ -66,13 +75,15 @@ type Reading struct {
 const slotsQuery = `
 WITH pos AS MATERIALIZED (
   SELECT clock_timestamp() AS at, pg_is_in_recovery() AS recovery,
+         current_setting('track_commit_timestamp') = 'on' AS commit_times,
          (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text AS lsn
 ), s AS MATERIALIZED (
-  SELECT slot_name, slot_type, plugin, database, active, wal_status, safe_wal_size, confirmed_flush_lsn::text AS confirmed
+  SELECT slot_name, slot_type, plugin, database, active, wal_status, safe_wal_size, confirmed_flush_lsn::text AS confirmed,
+         catalog_xmin::text AS catalog_xmin
   FROM pg_catalog.pg_replication_slots WHERE slot_name = ANY($1)
 )
 SELECT w.name, s.slot_type, s.plugin, s.database, coalesce(s.active, false),
-       s.wal_status, s.safe_wal_size, s.confirmed, pos.at, pos.recovery, pos.lsn
+       s.wal_status, s.safe_wal_size, s.confirmed, s.catalog_xmin, pos.at, pos.recovery, pos.commit_times, pos.lsn
 FROM unnest($1::text[]) WITH ORDINALITY AS w(name, i) CROSS JOIN pos LEFT JOIN s ON s.slot_name = w.name
 ORDER BY w.i
 `
@@ -92,9 +103,11 @@ func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, err
 				s                       SlotRow
 				typ, plugin, db, status *string
 				confirmed, current      *string
+				catalogXmin             *string
 				at                      time.Time
 			)
-			if err := rows.Scan(&s.Name, &typ, &plugin, &db, &s.Active, &status, &s.SafeWALSize, &confirmed, &at, &r.Recovery, &current); err != nil {
+			if err := rows.Scan(&s.Name, &typ, &plugin, &db, &s.Active, &status, &s.SafeWALSize, &confirmed, &catalogXmin,
+				&at, &r.Recovery, &r.CommitTimes, &current); err != nil {
 				return err
 			}
 			if current == nil {
@@ -115,6 +128,14 @@ func ReadSlots(ctx context.Context, b pg.Beginner, names []string) (Reading, err
 					return err
 				}
 				s.ConfirmedFlush = &c
+			}
+			if catalogXmin != nil {
+				x, err := strconv.ParseUint(*catalogXmin, 10, 32)
+				if err != nil {
+					return fmt.Errorf("parse catalog_xmin of slot %q: %w", s.Name, err)
+				}
+				x32 := uint32(x)
+				s.CatalogXmin = &x32
 			}
 			r.Slots = append(r.Slots, s)
 		}
