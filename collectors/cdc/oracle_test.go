@@ -34,7 +34,14 @@ var (
 // scrape falls before the WAL writer's round depends on the clock, so
 // TestAsyncCommitIsPendingBeforeItsWALIsWritten holds it for certain
 // (seeds 2, 4 and 5 showed it in some runs).
-var cdcRegressionSeeds = []uint64{1, 3}
+//
+// Behind the checkpoint: a slot confirmed behind the last checkpoint
+// before an exporter start read the time since the checkpoint, a lower
+// bound (0 within the checkpoint's second), and the linked outbox only
+// the rows committed since, a subset of the pending ones. Every seed
+// showed it: seeds 1 and 3 in their random steps, seed 2 only in the
+// starts that end every history.
+var cdcRegressionSeeds = []uint64{1, 2, 3}
 
 // The CDC oracle: seeded histories on a throwaway cluster (wal_level =
 // logical, track_commit_timestamp = on) of WAL bursts in another table,
@@ -305,8 +312,9 @@ func (o *oracleRun) idle() {
 
 // restarts ends every history with the two starts an exporter can make
 // after the connector stalled: one with the slot between the last
-// checkpoint and the first collection (an upper bound), one with the
-// slot behind the last checkpoint (a lower bound); then the connector
+// checkpoint and the first collection (an upper bound from the
+// checkpoint), one with the slot behind the last checkpoint (an upper
+// bound from a commit below its catalog_xmin); then the connector
 // catches up.
 func (o *oracleRun) restarts() {
 	o.s.exec(o.t, `CHECKPOINT`)
