@@ -2,7 +2,11 @@
 // logical replication slots on one server against the bare SELECT from
 // pg_replication_slots a hand-written check would run, in the same run,
 // interleaved, and states the memory of the WAL history. It starts its own
-// throwaway wal_level = logical cluster (the test server runs replica).
+// throwaway wal_level = logical cluster (the test server runs replica),
+// with track_commit_timestamp on; half the slots are behind the last
+// checkpoint, dated by the commits below their catalog_xmin, and the
+// commit-time read such a slot costs when its catalog_xmin moves is
+// measured on its own.
 //
 //	go run ./bench/cdcbench              # 20 slots, 300 rounds
 //	go run ./bench/cdcbench -slots 50 -rounds 500
@@ -45,7 +49,7 @@ func main() {
 
 func run(nSlots, rounds int) error {
 	ctx := context.Background()
-	cl, err := cdctest.Start(ctx, cdctest.Options{})
+	cl, err := cdctest.Start(ctx, cdctest.Options{Settings: map[string]string{"track_commit_timestamp": "on"}})
 	if err != nil {
 		return err
 	}
@@ -59,6 +63,11 @@ func run(nSlots, rounds int) error {
 	if err != nil {
 		return err
 	}
+	// The slots not advanced fall behind the last checkpoint: older than
+	// anything a collection samples.
+	if _, err := admin.Exec(ctx, `CHECKPOINT`); err != nil {
+		return err
+	}
 	ro, err := pg.Open(ctx, &config.Database{DSN: config.Secret(cl.URL("postgres")), MaxConnections: 2,
 		StatementTimeout: 5 * time.Second, LockTimeout: time.Second})
 	if err != nil {
@@ -66,6 +75,9 @@ func run(nSlots, rounds int) error {
 	}
 	defer ro.Close()
 	b := newBench(ctx, ro, entries)
+	if err := admin.QueryRow(ctx, `SELECT catalog_xmin::text::bigint FROM pg_replication_slots WHERE slot_name = 'slot_01'`).Scan(&b.xmin); err != nil {
+		return err
+	}
 	// Warm up both: connections, plans, the checkpoint seed.
 	for i := 0; i < 20; i++ {
 		if _, err := b.collect(); err != nil {
@@ -115,6 +127,8 @@ type bench struct {
 	ro    *pgxpool.Pool
 	c     *cdc.Collector
 	names []string
+	// xmin is the catalog_xmin of a slot behind the last checkpoint.
+	xmin uint32
 }
 
 func newBench(ctx context.Context, ro *pgxpool.Pool, entries map[string]*config.CDC) *bench {
@@ -180,8 +194,8 @@ func (b *bench) bareRO() (int, error) {
 // timings are the measured rounds' durations: bare SELECT, collection,
 // slot query, bare SELECT read-only.
 type timings struct {
-	tb, tc, tq, tr    []time.Duration
-	metrics, rowsRead int
+	tb, tc, tq, tr, tx []time.Duration
+	metrics, rowsRead  int
 }
 
 func (b *bench) measure(admin *pgxpool.Pool, rounds int) (*timings, error) {
@@ -215,6 +229,11 @@ func (b *bench) measure(admin *pgxpool.Pool, rounds int) (*timings, error) {
 			return nil, err
 		}
 		t.tr = append(t.tr, time.Since(t0))
+		t0 = time.Now()
+		if _, _, err := cdc.CommittedBefore(b.ctx, b.ro, b.xmin, cdc.CommitWindow); err != nil {
+			return nil, err
+		}
+		t.tx = append(t.tx, time.Since(t0))
 		if i%10 == 0 {
 			// Keep the WAL moving, as on a live server.
 			if _, err := admin.Exec(b.ctx, `INSERT INTO t (v) VALUES ('x')`); err != nil {
@@ -232,6 +251,7 @@ func (t *timings) report(nSlots, rounds int) {
 	fmt.Printf("| one cdc collection (%d metrics, read-only transaction) | %v | %v |\n", t.metrics, mc, pct(t.tc, 0.9))
 	fmt.Printf("| of which the slot query in its read-only transaction | %v | %v |\n", median(t.tq), pct(t.tq, 0.9))
 	fmt.Printf("| bare SELECT in a read-only transaction (pg.ReadOnly) | %v | %v |\n", median(t.tr), pct(t.tr, 0.9))
+	fmt.Printf("| the commit-time read of one slot behind the checkpoint (%d ids; once per catalog_xmin) | %v | %v |\n", cdc.CommitWindow, median(t.tx), pct(t.tx, 0.9))
 	fmt.Printf("| ratio collection / bare | %.2fx | |\n", float64(mc)/float64(mb))
 	fmt.Printf("| ratio collection / bare in a read-only transaction | %.2fx | |\n", float64(mc)/float64(median(t.tr)))
 	perHistory := historyBytes()
