@@ -147,3 +147,40 @@ func TestRestartAfterStallKeepsTheRowsPending(t *testing.T) {
 		t.Errorf("caught up: %v, %v pending, stuck %v", r.m, r.pending, r.stuck)
 	}
 }
+
+// A slot behind the last checkpoint at a start reads an upper bound
+// dated by a commit below its catalog_xmin; once the connector confirms a
+// position the exporter's own collections bracket, the lag is exact
+// again, nothing says bound, and only the row after that position is
+// pending.
+func TestBehindTheCheckpointIsExactOnceCovered(t *testing.T) {
+	s := startCommitTSServer(t)
+	s.exec(t, `SELECT pg_create_logical_replication_slot('stalled', 'test_decoding')`)
+	s.exec(t, `INSERT INTO outbox (payload) SELECT 'e' FROM generate_series(1, 5)`)
+	s.exec(t, `CHECKPOINT`)
+	rig := startExporter(s, "stalled")
+	first := rig.scrape(t, s, "stalled")
+	if first.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders") != 1 || first.pending != 5 {
+		t.Fatalf("behind the checkpoint: %v, %v pending; want an upper bound and the 5 rows", first.m, first.pending)
+	}
+	s.exec(t, `INSERT INTO outbox (payload) VALUES ('after')`)
+	waitFor(t, "the next collection's second", 10*time.Second, func() (bool, string) {
+		return s.position(t).At.Sub(first.now.At) > HistoryMinGap, ""
+	})
+	rig.scrape(t, s, "stalled")
+	// The connector confirms up to where the first collection saw the
+	// server: the five rows, not the one after.
+	s.exec(t, `SELECT pg_replication_slot_advance('stalled', $1::text::pg_lsn)`, first.now.LSN.String())
+	if got := s.confirmed(t, "stalled"); got != first.now.LSN {
+		t.Fatalf("slot advanced to %v, want %v", got, first.now.LSN)
+	}
+	r := rig.scrape(t, s, "stalled")
+	lag, atLeast := r.m.get(t, "outbox_cdc_slot_lag_seconds", "orders"), r.m.get(t, "outbox_cdc_slot_lag_at_least_seconds", "orders")
+	if r.m.get(t, "outbox_cdc_slot_lag_upper_bound", "orders") != 0 || r.m.get(t, "outbox_cdc_slot_lag_lower_bound", "orders") != 0 ||
+		lag != r.now.At.Sub(first.now.At).Seconds() || atLeast > lag {
+		t.Errorf("covered by the exporter's collections: %v; want exact from the first collection, %vs", r.m, r.now.At.Sub(first.now.At).Seconds())
+	}
+	if r.pending != 1 || len(r.stuck) != 1 {
+		t.Errorf("covered: %v pending, stuck %v; want the one row after the first collection", r.pending, r.stuck)
+	}
+}
