@@ -16,10 +16,13 @@ type cdcView struct {
 	// what the exporter's WAL history reaches); UpperBound: at most (just
 	// after a start, placed from the last checkpoint).
 	LowerBound, UpperBound bool
-	LagBytes               float64
-	Active                 bool
-	WALStatus              string
-	Deadline               float64
+	// LagAtLeast is the least the lag can be: shown beside an upper
+	// bound, whose span after a start may be wide.
+	LagAtLeast float64
+	LagBytes   float64
+	Active     bool
+	WALStatus  string
+	Deadline   float64
 }
 
 // cdcViews judges each cdc entry: its lag against its deadline, a
@@ -47,6 +50,7 @@ func cdcViews(snap *Snapshot) []cdcView {
 		ub, _ := snap.Max(vocab.CDCSlotLagUpperBound, m)
 		active, _ := snap.Max(vocab.CDCSlotActive, m)
 		v.LowerBound, v.UpperBound, v.Active = lb == 1, ub == 1 && lb != 1, active == 1
+		v.LagAtLeast, _ = snap.Max(vocab.CDCSlotLagAtLeastSeconds, m)
 		for _, smp := range snap.Get(vocab.CDCSlotWALStatus, m) {
 			if smp.Value == 1 {
 				v.WALStatus = smp.Labels["status"]

@@ -9,8 +9,8 @@ import (
 
 // The page's CDC section judges each slot: lag against its deadline, a
 // connector not holding the slot, WAL about to go or gone, a slot that is
-// gone, and a slot whose collection failed; and shows lag, wal_status and
-// the connector for each.
+// gone, and a slot whose collection failed; and shows lag (with the least
+// it can be beside an upper bound), wal_status and the connector for each.
 func TestCDCSection(t *testing.T) {
 	cdc := func(name string, v float64, extra ...string) Sample {
 		l := map[string]string{"cdc": name}
@@ -19,7 +19,7 @@ func TestCDCSection(t *testing.T) {
 		}
 		return Sample{Labels: l, Value: v}
 	}
-	names := []string{"fine", "late", "idle", "gone", "lost", "failed", "bound", "upper"}
+	names := []string{"fine", "late", "idle", "gone", "lost", "failed", "bound", "upper", "dated"}
 	snap := &Snapshot{Metrics: map[string][]Sample{}}
 	for _, n := range names {
 		snap.Metrics[vocab.CDCDeadline] = append(snap.Metrics[vocab.CDCDeadline], cdc(n, 60))
@@ -34,7 +34,7 @@ func TestCDCSection(t *testing.T) {
 		if n == "gone" {
 			continue
 		}
-		lag, active, status, bound, upper := 5.0, 1.0, "reserved", 0.0, 0.0
+		lag, active, status, bound, upper, atLeast := 5.0, 1.0, "reserved", 0.0, 0.0, 0.0
 		switch n {
 		case "late":
 			lag = 90
@@ -46,8 +46,11 @@ func TestCDCSection(t *testing.T) {
 			bound, lag = 1, 10
 		case "upper":
 			upper, lag = 1, 20
+		case "dated":
+			upper, lag, atLeast = 1, 7200, 42
 		}
 		snap.Metrics[vocab.CDCSlotLagSeconds] = append(snap.Metrics[vocab.CDCSlotLagSeconds], cdc(n, lag))
+		snap.Metrics[vocab.CDCSlotLagAtLeastSeconds] = append(snap.Metrics[vocab.CDCSlotLagAtLeastSeconds], cdc(n, atLeast))
 		snap.Metrics[vocab.CDCSlotLagBytes] = append(snap.Metrics[vocab.CDCSlotLagBytes], cdc(n, 4096))
 		snap.Metrics[vocab.CDCSlotLagLowerBound] = append(snap.Metrics[vocab.CDCSlotLagLowerBound], cdc(n, bound))
 		snap.Metrics[vocab.CDCSlotLagUpperBound] = append(snap.Metrics[vocab.CDCSlotLagUpperBound], cdc(n, upper))
@@ -65,7 +68,7 @@ func TestCDCSection(t *testing.T) {
 	for _, v := range views {
 		got[v.CDC] = v.Status
 	}
-	want := map[string]Status{"fine": OK, "late": Crit, "idle": Warn, "gone": Crit, "lost": Crit, "failed": Unknown, "bound": OK, "upper": OK}
+	want := map[string]Status{"fine": OK, "late": Crit, "idle": Warn, "gone": Crit, "lost": Crit, "failed": Unknown, "bound": OK, "upper": OK, "dated": Crit}
 	for n, st := range want {
 		if got[n] != st {
 			t.Errorf("cdc %s: status %q, want %q", n, got[n], st)
@@ -82,7 +85,7 @@ func TestCDCSection(t *testing.T) {
 		`data-cdc="failed" data-status="unknown"`, "not read: its collection failed",
 		`data-cdc="idle" data-status="warn"`, "not holding the slot",
 		`data-cdc="late" data-status="crit"`, "1m30",
-		"&ge; 10s", "&le; 20s", "<td>lost</td>", "<td>reserved</td>", "4096 bytes", "streaming",
+		"&ge; 10s", ">&le; 20s", "42s to &le; 2h", "<td>lost</td>", "<td>reserved</td>", "4096 bytes", "streaming",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the page lacks %q", want)
