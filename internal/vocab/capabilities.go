@@ -23,18 +23,19 @@ const (
 
 // Metric names of a CDC replication slot.
 const (
-	CDCSlotLagBytes   = "outbox_cdc_slot_lag_bytes"
-	CDCSlotLagSeconds = "outbox_cdc_slot_lag_seconds"
+	CDCSlotLagBytes      = "outbox_cdc_slot_lag_bytes"
+	CDCSlotLagSeconds    = "outbox_cdc_slot_lag_seconds"
+	CDCSlotLagLowerBound = "outbox_cdc_slot_lag_lower_bound"
+	CDCSlotLagUpperBound = "outbox_cdc_slot_lag_upper_bound"
+	CDCSlotActive        = "outbox_cdc_slot_active"
+	CDCSlotWALStatus     = "outbox_cdc_slot_wal_status"
+	CDCSlotSafeWALSize   = "outbox_cdc_slot_safe_wal_size_bytes"
+	CDCSlotMissing       = "outbox_cdc_slot_missing"
+	CDCDeadline          = "outbox_cdc_deadline_seconds"
+
 	// CDCSlotLagAtLeastSeconds is the other side of CDCSlotLagSeconds:
 	// the least the lag can be.
 	CDCSlotLagAtLeastSeconds = "outbox_cdc_slot_lag_at_least_seconds"
-	CDCSlotLagLowerBound     = "outbox_cdc_slot_lag_lower_bound"
-	CDCSlotLagUpperBound     = "outbox_cdc_slot_lag_upper_bound"
-	CDCSlotActive            = "outbox_cdc_slot_active"
-	CDCSlotWALStatus         = "outbox_cdc_slot_wal_status"
-	CDCSlotSafeWALSize       = "outbox_cdc_slot_safe_wal_size_bytes"
-	CDCSlotMissing           = "outbox_cdc_slot_missing"
-	CDCDeadline              = "outbox_cdc_deadline_seconds"
 )
 
 // Metric names of a monitored database.
