@@ -42,8 +42,21 @@ func setCommit(g *groupState, t string, p int32, at int64, err error) {
 	for int32(len(cs)) <= p {
 		cs = append(cs, committed{})
 	}
-	cs[p] = committed{at: at, err: err, ok: true}
+	cs[p] = committed{at: at, code: errCode(err), ok: true}
 	g.commits[t] = cs
+}
+
+// errCode is err's Kafka error code, 0 for nil; OffsetFetch answers
+// nothing but codes.
+func errCode(err error) int16 {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ke):
+		return ke.Code
+	}
+	panic(fmt.Sprintf("%v is not a Kafka error code", err))
 }
 
 // dropCommit leaves t/p out of g's OffsetFetch answer.
