@@ -325,14 +325,10 @@ func decideTopic(tp *topicPlan, now time.Time, buf []Partition) []Partition {
 			buf = append(buf, Partition{MessagesOK: true, SecondsOK: true})
 		case !pp.ok:
 			buf = append(buf, Partition{})
+		case pp.behind && pp.probe != nil:
+			buf = append(buf, decideCached(pp.o, pp.lagKind, pp.lagMs, now))
 		default:
-			var probe *Probe
-			var cached Probe
-			if pp.behind && pp.probe != nil {
-				cached = pp.probe.get()
-				probe = &cached
-			}
-			buf = append(buf, Decide(pp.o, probe, now))
+			buf = append(buf, Decide(pp.o, nil, now))
 		}
 	}
 	return buf
