@@ -257,11 +257,21 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 		if g.gone {
 			continue
 		}
-		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, g.name)
+		gs := c.series.group(g.name)
+		ls := gs.deadline
+		if !c.series.hinted(ls) {
+			ls = c.series.labels(partial, kafkaDeadlineDesc, c.cluster, g.name)
+			gs.deadline = ls
+		}
 		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds())
 		if g.membersOK {
 			ls.send(ch, 1, kafkaMembersDesc, float64(g.members))
-			c.series.send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
+			info := gs.info
+			if gs.state != g.state || gs.typ != g.typ || !c.series.hinted(info) {
+				info = c.series.labels(partial, kafkaGroupInfoDesc, c.cluster, g.name, g.state, g.typ)
+				gs.info, gs.state, gs.typ = info, g.state, g.typ
+			}
+			info.send(ch, 0, kafkaGroupInfoDesc, 1)
 		}
 	}
 	decided := make([]Partition, 0, 64)

@@ -46,13 +46,27 @@ type seriesCache struct {
 	// two strings) in every set was 700 bytes of the ~2 KB a group's
 	// series kept between collections. Pairs are immutable once made.
 	pairs map[pairKey]*dto.LabelPair
+	// groups holds each consumer group's own sets, found by its name.
+	groups     map[string]*groupSets
+	groupsUsed int
+}
+
+// groupSets is a consumer group's own label sets (its deadline and members,
+// its info), found with one lookup of its name rather than one of a
+// label-set key each: hashing and comparing those keys twice per group was
+// 4% of a steady scrape's CPU at 10,000 groups. The sets stay in entries;
+// state and typ are the info set's values.
+type groupSets struct {
+	deadline, info *labelSet
+	state, typ     string
+	gen            uint32
 }
 
 // pairKey names one label pair.
 type pairKey struct{ name, value string }
 
 func newSeriesCache() *seriesCache {
-	return &seriesCache{entries: map[labelKey]*labelSet{}, pairs: map[pairKey]*dto.LabelPair{}}
+	return &seriesCache{entries: map[labelKey]*labelSet{}, pairs: map[pairKey]*dto.LabelPair{}, groups: map[string]*groupSets{}}
 }
 
 // gauge is a constant gauge with the shared, immutable label pairs of
@@ -74,11 +88,33 @@ func (g *gauge) Write(out *dto.Metric) error {
 }
 
 // begin starts a collection.
-func (c *seriesCache) begin() { c.gen++; c.used = 0 }
+func (c *seriesCache) begin() { c.gen++; c.used, c.groupsUsed = 0, 0 }
+
+// group returns the sets of the consumer group name, marked used by this
+// collection; their fields are the caller's to fill.
+func (c *seriesCache) group(name string) *groupSets {
+	gs := c.groups[name]
+	if gs == nil {
+		gs = &groupSets{}
+		c.groups[name] = gs
+	}
+	if gs.gen != c.gen {
+		gs.gen = c.gen
+		c.groupsUsed++
+	}
+	return gs
+}
 
 // end drops the label sets this collection did not use, and the pairs
 // only they held.
 func (c *seriesCache) end() {
+	if c.groupsUsed != len(c.groups) {
+		for name, gs := range c.groups {
+			if gs.gen != c.gen {
+				delete(c.groups, name)
+			}
+		}
+	}
 	if c.used == len(c.entries) {
 		return
 	}
