@@ -207,7 +207,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		c.series = newSeriesCache()
 		return nil
 	}
-	if len(c.cache.probes) == 0 {
+	if c.cache.probes.len() == 0 {
 		// A cold cache will read records: open the fetch connections
 		// while the groups are described.
 		warmed := make(chan struct{})
@@ -244,7 +244,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 	}
 	c.logger.Debug("kafka lag collected", "cluster", c.cluster, "groups", len(states), "topics", len(topics),
-		"records_read", len(p.wants), "cached", len(c.cache.probes), "failures", len(partial))
+		"records_read", len(p.wants), "cached", c.cache.probes.len(), "failures", len(partial))
 	if len(partial) > 0 {
 		return fmt.Errorf("kafka %s: partial results: %w", c.cluster, errors.Join(partial...))
 	}

@@ -129,7 +129,7 @@ func decideCached(o Offsets, kind uint8, ms int64, now time.Time) Partition {
 // start once retention passed the commit, so an entry never outlives the
 // records it describes.
 type probeCache struct {
-	probes   map[probeKey]*cachedProbe
+	probes   probeTable
 	topicIDs map[string]int32
 	gen      uint32
 	// last is the probe each partition of each (group, topic) had in
@@ -197,7 +197,7 @@ func sweepHints(m map[groupTopic]*hintSet, gen uint32) {
 }
 
 func newProbeCache() *probeCache {
-	return &probeCache{probes: map[probeKey]*cachedProbe{}, topicIDs: map[string]int32{}}
+	return &probeCache{topicIDs: map[string]int32{}}
 }
 
 func (c *probeCache) topicID(t string) int32 {
@@ -283,7 +283,7 @@ func groupTopics(states []*groupState, filter func(string) bool) (map[string][]s
 // to read. Errors of single partitions or topics go to partial.
 func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v view, rule Uncommitted, partial *[]error) *lagPlan {
 	c.gen, c.used = c.gen+1, 0
-	p := &lagPlan{topics: make([]topicPlan, 0, len(states)), cold: len(c.probes) == 0}
+	p := &lagPlan{topics: make([]topicPlan, 0, len(states)), cold: c.probes.len() == 0}
 	wantIdx := map[probeKey]int{}
 	n := 0
 	for _, g := range states {
@@ -423,7 +423,7 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 	read := from
 	cp := *hint
 	if cp == nil || cp.dropped || cp.key != key {
-		cp = c.probes[key]
+		cp = c.probes.get(key)
 	}
 	switch {
 	case cp != nil && cp.usable(pp.o.End):
@@ -456,9 +456,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 		// One entry per distinct offset read: in a cold collection,
 		// every want is a distinct key.
 		slab = make([]cachedProbe, len(p.wants))
-		if len(c.probes) == 0 {
-			c.probes = make(map[probeKey]*cachedProbe, len(p.wants))
-		}
+		c.probes.reserve(len(p.wants))
 	}
 	for _, m := range p.misses {
 		if !ok[m.want] {
@@ -468,7 +466,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 		if m.cont != nil {
 			pr = m.cont.get().Continue(pr)
 		}
-		cp := c.probes[m.key]
+		cp := c.probes.get(m.key)
 		if cp == nil || cp == m.cont {
 			if cp != nil {
 				cp.dropped = true
@@ -480,7 +478,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 				cp = new(cachedProbe)
 			}
 			cp.key = m.key
-			c.probes[m.key] = cp
+			c.probes.put(cp)
 		}
 		cp.set(pr)
 		c.use(cp)
@@ -491,27 +489,26 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 
 // sweep keeps only what this collection used: moved commits' entries go.
 func (c *probeCache) sweep() {
-	if c.used == len(c.probes) {
+	if c.used == c.probes.len() {
 		// Every entry was used (the steady state): nothing to drop,
 		// and no walk over every entry.
 		return
 	}
-	for k, cp := range c.probes {
+	c.probes.keep(func(cp *cachedProbe) bool {
 		if cp.gen != c.gen {
 			cp.dropped = true
-			delete(c.probes, k)
+			return false
 		}
-	}
-	if len(c.probes) == 0 && len(c.topicIDs) > 0 {
+		return true
+	})
+	if c.probes.len() == 0 && len(c.topicIDs) > 0 {
 		c.topicIDs = map[string]int32{}
 	}
 }
 
 // reset drops everything (no group selected).
 func (c *probeCache) reset() {
-	for _, cp := range c.probes {
-		cp.dropped = true
-	}
-	c.probes = map[probeKey]*cachedProbe{}
+	c.probes.each(func(cp *cachedProbe) { cp.dropped = true })
+	c.probes = probeTable{}
 	c.last, c.lastShares = nil, nil
 }

@@ -235,7 +235,7 @@ func TestPlanCache(t *testing.T) {
 	}
 	c.fill(p, []Probe{{From: 3, Next: 4, Stable: 10, Found: true, Offset: 3}, {From: 8, Next: 9, Stable: 10, Found: true, Offset: 8}}, []bool{true, true})
 	c.sweep()
-	if len(c.probes) != 3 {
-		t.Fatalf("%d cached probes after sweep; want the 3 in use", len(c.probes))
+	if c.probes.len() != 3 {
+		t.Fatalf("%d cached probes after sweep; want the 3 in use", c.probes.len())
 	}
 }
