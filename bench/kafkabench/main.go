@@ -52,10 +52,11 @@ func main() {
 		serveKfake(serve)
 		return
 	}
-	if memprofile != "" {
+	if memprofile != "" && !scrapeMode {
 		defer writeMemProfile(memprofile)
 	}
 	if scrapeMode {
+		steadyMemProfile = memprofile
 		runScrape(o)
 		return
 	}
@@ -93,7 +94,7 @@ func parseFlags() (o options, serve int, memprofile string, scrapeMode, latency 
 	flag.IntVar(&serve, "serve-kfake", 0, "internal: run a kfake cluster of this many brokers, print its addresses, exit when stdin closes")
 	flag.BoolVar(&o.share, "share", false, "with -scrape: the groups are share groups (KIP-932), against DescribeShareGroups and DescribeShareGroupOffsets")
 	flag.StringVar(&o.heapprofile, "heapprofile", "", "with -scrape: write the heap profile taken where the exporter's heap is measured to FILE.GROUPS")
-	flag.StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run here")
+	flag.StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run here; with -scrape, of -profile-scrapes steady scrapes: FILE.base before them and FILE after (go tool pprof -base FILE.base FILE)")
 	flag.BoolVar(&scrapeMode, "scrape", false, "measure the whole HTTP /metrics scrape of the running exporter against kadm.Lag")
 	flag.IntVar(&shareChunks, "share-chunks", 0, "with -scrape -share: the baseline asks N groups per request, each on a connection of its own (16), as the exporter does; 0: one request, as kafka-share-groups")
 	flag.BoolVar(&latency, "share-latency", false, "time the broker's answers to the share describes: N = 20, 50, 100, 200 groups in one request, 200 in chunks of 10, 25, 50; first and second ask")

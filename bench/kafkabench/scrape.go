@@ -164,10 +164,16 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	return r, nil
 }
 
-// profileSteady takes n more steady scrapes under the CPU profile, so
-// that it shows the scrape alone (-cpuprofile; nothing without it).
+// steadyMemProfile, with -scrape -memprofile FILE, is where the
+// allocation profiles around the profiled steady scrapes go: FILE.base
+// before them, FILE after; their difference is the scrapes' allocations.
+var steadyMemProfile string
+
+// profileSteady takes n more steady scrapes under the CPU profile and
+// between two allocation profiles, so that they show the scrape alone
+// (-cpuprofile, -memprofile; nothing without either).
 func profileSteady(hc *http.Client, url string, n int) error {
-	if profile == "" {
+	if profile == "" && steadyMemProfile == "" {
 		return nil
 	}
 	stop, err := startProfile()
@@ -175,10 +181,18 @@ func profileSteady(hc *http.Client, url string, n int) error {
 		return err
 	}
 	defer stop()
+	if steadyMemProfile != "" {
+		runtime.GC()
+		writeMemProfile(steadyMemProfile + ".base")
+	}
 	for i := 0; i < n; i++ {
 		if _, _, err := scrapeHTTP(hc, url, "", ""); err != nil {
 			return err
 		}
+	}
+	if steadyMemProfile != "" {
+		runtime.GC()
+		writeMemProfile(steadyMemProfile)
 	}
 	return nil
 }

@@ -207,7 +207,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		c.series = newSeriesCache()
 		return nil
 	}
-	if len(c.cache.probes) == 0 {
+	if c.cache.probes.len() == 0 {
 		// A cold cache will read records: open the fetch connections
 		// while the groups are described.
 		warmed := make(chan struct{})
@@ -244,7 +244,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 	}
 	c.logger.Debug("kafka lag collected", "cluster", c.cluster, "groups", len(states), "topics", len(topics),
-		"records_read", len(p.wants), "cached", len(c.cache.probes), "failures", len(partial))
+		"records_read", len(p.wants), "cached", c.cache.probes.len(), "failures", len(partial))
 	if len(partial) > 0 {
 		return fmt.Errorf("kafka %s: partial results: %w", c.cluster, errors.Join(partial...))
 	}
@@ -257,11 +257,21 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, states []*groupState, p *l
 		if g.gone {
 			continue
 		}
-		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, g.name)
+		gs := c.series.group(g.name)
+		ls := gs.deadline
+		if !c.series.hinted(ls) {
+			ls = c.series.labels(partial, kafkaDeadlineDesc, c.cluster, g.name)
+			gs.deadline = ls
+		}
 		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(g.name).Seconds())
 		if g.membersOK {
 			ls.send(ch, 1, kafkaMembersDesc, float64(g.members))
-			c.series.send(ch, partial, kafkaGroupInfoDesc, 1, c.cluster, g.name, g.state, g.typ)
+			info := gs.info
+			if gs.state != g.state || gs.typ != g.typ || !c.series.hinted(info) {
+				info = c.series.labels(partial, kafkaGroupInfoDesc, c.cluster, g.name, g.state, g.typ)
+				gs.info, gs.state, gs.typ = info, g.state, g.typ
+			}
+			info.send(ch, 0, kafkaGroupInfoDesc, 1)
 		}
 	}
 	decided := make([]Partition, 0, 64)
@@ -325,14 +335,10 @@ func decideTopic(tp *topicPlan, now time.Time, buf []Partition) []Partition {
 			buf = append(buf, Partition{MessagesOK: true, SecondsOK: true})
 		case !pp.ok:
 			buf = append(buf, Partition{})
+		case pp.behind && pp.probe != nil:
+			buf = append(buf, decideCached(pp.o, pp.lagKind, pp.lagMs, now))
 		default:
-			var probe *Probe
-			var cached Probe
-			if pp.behind && pp.probe != nil {
-				cached = pp.probe.get()
-				probe = &cached
-			}
-			buf = append(buf, Decide(pp.o, probe, now))
+			buf = append(buf, Decide(pp.o, nil, now))
 		}
 	}
 	return buf

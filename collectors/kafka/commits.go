@@ -9,12 +9,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// committed is one partition's committed offset as OffsetFetch answered it;
-// ok: the partition was in the answer.
+// committed is one partition's committed offset as OffsetFetch answered it,
+// and the partition's error code; ok: the partition was in the answer. It
+// holds no pointer (an error value was 16 bytes more and made every
+// group's slice one the garbage collector scans), so a steady scrape's
+// 24,000 of them at 1000 groups cost the collector no marking.
 type committed struct {
-	at  int64
-	err error
-	ok  bool
+	at   int64
+	code int16
+	ok   bool
+}
+
+// err is the partition's error, nil for none (without kerr's map lookup:
+// it is asked for every partition of every group).
+func (c committed) err() error {
+	if c.code == 0 {
+		return nil
+	}
+	return kerr.ErrorForCode(c.code)
 }
 
 // fetchedGroup is one group's OffsetFetch answer: its commits by topic,
@@ -57,35 +69,65 @@ func fetchCommits(ctx context.Context, cl *kgo.Client, groups []string) map[stri
 			}
 			continue
 		}
+		slab := make([]committed, commitsSize(resp))
 		for i := range resp.Groups {
 			g := &resp.Groups[i]
 			if err := authErr(g.ErrorCode); err != nil {
 				out[g.Group] = fetchedGroup{err: err}
 				continue
 			}
-			out[g.Group] = fetchedGroup{commits: groupCommits(g), err: kerr.ErrorForCode(g.ErrorCode)}
+			var cs map[string][]committed
+			cs, slab = groupCommits(g, slab)
+			out[g.Group] = fetchedGroup{commits: cs, err: kerr.ErrorForCode(g.ErrorCode)}
 		}
 	}
 	return out
 }
 
-// groupCommits is one group's answer by topic, indexed by partition.
-func groupCommits(g *kmsg.OffsetFetchResponseGroup) map[string][]committed {
-	rs := make(map[string][]committed, len(g.Topics))
-	for _, t := range g.Topics {
-		n := int32(0)
-		for _, p := range t.Partitions {
-			n = max(n, p.Partition+1)
+// topicSize is how many partitions t's slice indexes: its largest
+// partition plus one.
+func topicSize(t *kmsg.OffsetFetchResponseGroupTopic) int {
+	n := int32(0)
+	for _, p := range t.Partitions {
+		n = max(n, p.Partition+1)
+	}
+	return int(n)
+}
+
+// commitsSize is how many commits every group's topics of resp index
+// together: one slab holds them all instead of a slice per (group, topic).
+func commitsSize(resp *kmsg.OffsetFetchResponse) int {
+	n := 0
+	for i := range resp.Groups {
+		for j := range resp.Groups[i].Topics {
+			n += topicSize(&resp.Groups[i].Topics[j])
 		}
-		cs := make([]committed, n)
+	}
+	return n
+}
+
+// groupCommits is one group's answer by topic, indexed by partition; each
+// topic's slice is cut from slab while it lasts, and the rest of slab is
+// returned.
+func groupCommits(g *kmsg.OffsetFetchResponseGroup, slab []committed) (map[string][]committed, []committed) {
+	rs := make(map[string][]committed, len(g.Topics))
+	for i := range g.Topics {
+		t := &g.Topics[i]
+		n := topicSize(t)
+		var cs []committed
+		if n <= len(slab) {
+			cs, slab = slab[:n:n], slab[n:]
+		} else {
+			cs = make([]committed, n)
+		}
 		for _, p := range t.Partitions {
 			if p.Partition >= 0 {
-				cs[p.Partition] = committed{at: p.Offset, err: kerr.ErrorForCode(p.ErrorCode), ok: true}
+				cs[p.Partition] = committed{at: p.Offset, code: p.ErrorCode, ok: true}
 			}
 		}
 		rs[t.Topic] = cs
 	}
-	return rs
+	return rs, slab
 }
 
 // authErr is the error of an authorization failure code, as kadm

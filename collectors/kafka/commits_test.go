@@ -72,7 +72,7 @@ func asFetched(r kadm.FetchOffsetsResponse) fetchedGroup {
 		}
 		cs := make([]committed, n)
 		for p, o := range parts {
-			cs[p] = committed{at: o.At, err: o.Err, ok: true}
+			cs[p] = committed{at: o.At, code: errCode(o.Err), ok: true}
 		}
 		f.commits[t] = cs
 	}

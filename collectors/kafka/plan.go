@@ -16,17 +16,27 @@ import (
 // because no cached probe answers for them. Tested with responses in
 // Kafka's own shapes (plan_test.go); Update does the I/O around it.
 
-// probeKey identifies a cached probe: an interned topic, a partition, the
-// offset read from and the isolation read with (readUncommitted: aborted
-// and open transactions' records are data).
+// probeKey identifies a cached probe: an interned topic and the isolation
+// read with (topicIso), a partition, and the offset read from. It is 16
+// bytes, so that the cache's map holds 24 a slot, not 32.
 type probeKey struct {
-	topic           int32
-	part            int32
-	from            int64
-	readUncommitted bool
+	topicIso int32
+	part     int32
+	from     int64
 }
 
-// cachedProbe is a cache entry: a Probe kept in 64 bytes instead of 104
+// newProbeKey is the key of partition part of interned topic tid read
+// from offset from, with read_uncommitted (ru: aborted and open
+// transactions' records are data) or read_committed.
+func newProbeKey(tid, part int32, from int64, ru bool) probeKey {
+	iso := int32(0)
+	if ru {
+		iso = 1
+	}
+	return probeKey{topicIso: tid<<1 | iso, part: part, from: from}
+}
+
+// cachedProbe is a cache entry: a Probe kept in 56 bytes instead of 104
 // (its From is the key's offset, its timestamp milliseconds, as records
 // carry it); gen is the last collection that used it. key is where it is
 // cached; dropped is set when it leaves the cache, so that a plan
@@ -70,7 +80,7 @@ func (cp *cachedProbe) usable(end int64) bool { return cp.found || cp.next >= en
 // start once retention passed the commit, so an entry never outlives the
 // records it describes.
 type probeCache struct {
-	probes   map[probeKey]*cachedProbe
+	probes   probeTable
 	topicIDs map[string]int32
 	gen      uint32
 	// last is the probe each partition of each (group, topic) had in
@@ -138,7 +148,7 @@ func sweepHints(m map[groupTopic]*hintSet, gen uint32) {
 }
 
 func newProbeCache() *probeCache {
-	return &probeCache{probes: map[probeKey]*cachedProbe{}, topicIDs: map[string]int32{}}
+	return &probeCache{topicIDs: map[string]int32{}}
 }
 
 func (c *probeCache) topicID(t string) int32 {
@@ -151,12 +161,15 @@ func (c *probeCache) topicID(t string) int32 {
 }
 
 // partPlan is one partition of one (group, topic).
-// Its fields are ordered so that it packs into 48 bytes: a collection
+// Its fields are ordered so that it packs into 64 bytes: a collection
 // makes one per (group, partition), 240,000 at 10,000 groups.
 type partPlan struct {
 	o     Offsets
 	probe *cachedProbe
-	part  int32
+	// lagMs and lagKind are probe's lag, taken when it was set.
+	lagMs   int64
+	part    int32
+	lagKind uint8
 	// ok: the offsets are known. ignored: never committed and not
 	// counted (IgnoreUncommitted). noCommit: the group has no committed
 	// offset on the partition (known whenever its high watermark is).
@@ -221,7 +234,7 @@ func groupTopics(states []*groupState, filter func(string) bool) (map[string][]s
 // to read. Errors of single partitions or topics go to partial.
 func (c *probeCache) plan(states []*groupState, byGroup map[string][]string, v view, rule Uncommitted, partial *[]error) *lagPlan {
 	c.gen, c.used = c.gen+1, 0
-	p := &lagPlan{topics: make([]topicPlan, 0, len(states)), cold: len(c.probes) == 0}
+	p := &lagPlan{topics: make([]topicPlan, 0, len(states)), cold: c.probes.len() == 0}
 	wantIdx := map[probeKey]int{}
 	n := 0
 	for _, g := range states {
@@ -333,8 +346,8 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committe
 	}
 	if int(pp.part) < len(commits) && commits[pp.part].ok {
 		cr := commits[pp.part]
-		if cr.err != nil {
-			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", group, t, pp.part, cr.err))
+		if err := cr.err(); err != nil {
+			*partial = append(*partial, fmt.Errorf("committed offset of group %s on %s/%d: %w", group, t, pp.part, err))
 			return false
 		}
 		o.Commit = max(cr.at, NoCommit)
@@ -357,16 +370,16 @@ func offsets(pp *partPlan, group, t string, to *topicOffsets, commits []committe
 // still the cache's entry for the key; fill puts a probe read there.
 func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wantIdx map[probeKey]int, hint **cachedProbe, ru bool) {
 	from, _ := Oldest(pp.o)
-	key := probeKey{tid, pp.part, from, ru}
+	key := newProbeKey(tid, pp.part, from, ru)
 	read := from
 	cp := *hint
 	if cp == nil || cp.dropped || cp.key != key {
-		cp = c.probes[key]
+		cp = c.probes.get(key)
 	}
 	switch {
 	case cp != nil && cp.usable(pp.o.End):
 		c.use(cp)
-		pp.probe = cp
+		pp.setProbe(cp)
 		return
 	case cp != nil:
 		// Records were appended after a stretch of markers, or the
@@ -374,7 +387,7 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 		// it stopped.
 		read = cp.next
 	}
-	wk := probeKey{tid, pp.part, read, ru}
+	wk := newProbeKey(tid, pp.part, read, ru)
 	wi, ok := wantIdx[wk]
 	if !ok {
 		wi = len(p.wants)
@@ -394,9 +407,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 		// One entry per distinct offset read: in a cold collection,
 		// every want is a distinct key.
 		slab = make([]cachedProbe, len(p.wants))
-		if len(c.probes) == 0 {
-			c.probes = make(map[probeKey]*cachedProbe, len(p.wants))
-		}
+		c.probes.reserve(len(p.wants))
 	}
 	for _, m := range p.misses {
 		if !ok[m.want] {
@@ -406,7 +417,7 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 		if m.cont != nil {
 			pr = m.cont.get().Continue(pr)
 		}
-		cp := c.probes[m.key]
+		cp := c.probes.get(m.key)
 		if cp == nil || cp == m.cont {
 			if cp != nil {
 				cp.dropped = true
@@ -418,38 +429,37 @@ func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 				cp = new(cachedProbe)
 			}
 			cp.key = m.key
-			c.probes[m.key] = cp
+			c.probes.put(cp)
 		}
 		cp.set(pr)
 		c.use(cp)
-		m.pp.probe = cp
+		m.pp.setProbe(cp)
 		*m.hint = cp
 	}
 }
 
 // sweep keeps only what this collection used: moved commits' entries go.
 func (c *probeCache) sweep() {
-	if c.used == len(c.probes) {
+	if c.used == c.probes.len() {
 		// Every entry was used (the steady state): nothing to drop,
 		// and no walk over every entry.
 		return
 	}
-	for k, cp := range c.probes {
+	c.probes.keep(func(cp *cachedProbe) bool {
 		if cp.gen != c.gen {
 			cp.dropped = true
-			delete(c.probes, k)
+			return false
 		}
-	}
-	if len(c.probes) == 0 && len(c.topicIDs) > 0 {
+		return true
+	})
+	if c.probes.len() == 0 && len(c.topicIDs) > 0 {
 		c.topicIDs = map[string]int32{}
 	}
 }
 
 // reset drops everything (no group selected).
 func (c *probeCache) reset() {
-	for _, cp := range c.probes {
-		cp.dropped = true
-	}
-	c.probes = map[probeKey]*cachedProbe{}
+	c.probes.each(func(cp *cachedProbe) { cp.dropped = true })
+	c.probes = probeTable{}
 	c.last, c.lastShares = nil, nil
 }

@@ -42,8 +42,21 @@ func setCommit(g *groupState, t string, p int32, at int64, err error) {
 	for int32(len(cs)) <= p {
 		cs = append(cs, committed{})
 	}
-	cs[p] = committed{at: at, err: err, ok: true}
+	cs[p] = committed{at: at, code: errCode(err), ok: true}
 	g.commits[t] = cs
+}
+
+// errCode is err's Kafka error code, 0 for nil; OffsetFetch answers
+// nothing but codes.
+func errCode(err error) int16 {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ke):
+		return ke.Code
+	}
+	panic(fmt.Sprintf("%v is not a Kafka error code", err))
 }
 
 // dropCommit leaves t/p out of g's OffsetFetch answer.
@@ -222,7 +235,7 @@ func TestPlanCache(t *testing.T) {
 	}
 	c.fill(p, []Probe{{From: 3, Next: 4, Stable: 10, Found: true, Offset: 3}, {From: 8, Next: 9, Stable: 10, Found: true, Offset: 8}}, []bool{true, true})
 	c.sweep()
-	if len(c.probes) != 3 {
-		t.Fatalf("%d cached probes after sweep; want the 3 in use", len(c.probes))
+	if c.probes.len() != 3 {
+		t.Fatalf("%d cached probes after sweep; want the 3 in use", c.probes.len())
 	}
 }

@@ -69,17 +69,17 @@ func planHintsAsFresh(t *testing.T, seed uint64) {
 		if h, f := decidedAll(hp, now), decidedAll(fp, now); h != f {
 			t.Fatalf("round %d: hinted plan decides\n%s\nfresh\n%s", round, h, f)
 		}
-		if len(hinted.probes) != len(fresh.probes) {
-			t.Fatalf("round %d: %d cached, fresh %d", round, len(hinted.probes), len(fresh.probes))
+		if hinted.probes.len() != fresh.probes.len() {
+			t.Fatalf("round %d: %d cached, fresh %d", round, hinted.probes.len(), fresh.probes.len())
 		}
-		for k, cp := range hinted.probes {
+		hinted.probes.each(func(cp *cachedProbe) {
 			if cp.gen != hinted.gen {
-				t.Fatalf("round %d: entry %v not used by this collection is still cached", round, k)
+				t.Fatalf("round %d: entry %v not used by this collection is still cached", round, cp.key)
 			}
-			if cp.dropped || cp.key != k {
-				t.Fatalf("round %d: entry under %v is marked %v/%v", round, k, cp.key, cp.dropped)
+			if cp.dropped || hinted.probes.get(cp.key) != cp {
+				t.Fatalf("round %d: entry %v is dropped (%v) or not the one found under its key", round, cp.key, cp.dropped)
 			}
-		}
+		})
 	}
 }
 

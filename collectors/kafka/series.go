@@ -21,7 +21,7 @@ type labelKey struct {
 type labelSet struct {
 	labels []*dto.LabelPair
 	last   [4]*gauge
-	gen    uint64
+	gen    uint32
 	// dropped: the set left the cache; a caller keeping it as a hint
 	// must look it up again.
 	dropped bool
@@ -38,7 +38,7 @@ type labelSet struct {
 // earlier scrape may still be encoding it.
 type seriesCache struct {
 	entries map[labelKey]*labelSet
-	gen     uint64
+	gen     uint32
 	used    int
 	// pairs holds one label pair per (name, value) in use, shared by
 	// every label set holding it: a group's sets share its group pair,
@@ -46,37 +46,75 @@ type seriesCache struct {
 	// two strings) in every set was 700 bytes of the ~2 KB a group's
 	// series kept between collections. Pairs are immutable once made.
 	pairs map[pairKey]*dto.LabelPair
+	// groups holds each consumer group's own sets, found by its name.
+	groups     map[string]*groupSets
+	groupsUsed int
+}
+
+// groupSets is a consumer group's own label sets (its deadline and members,
+// its info), found with one lookup of its name rather than one of a
+// label-set key each: hashing and comparing those keys twice per group was
+// 4% of a steady scrape's CPU at 10,000 groups. The sets stay in entries;
+// state and typ are the info set's values.
+type groupSets struct {
+	deadline, info *labelSet
+	state, typ     string
+	gen            uint32
 }
 
 // pairKey names one label pair.
 type pairKey struct{ name, value string }
 
 func newSeriesCache() *seriesCache {
-	return &seriesCache{entries: map[labelKey]*labelSet{}, pairs: map[pairKey]*dto.LabelPair{}}
+	return &seriesCache{entries: map[labelKey]*labelSet{}, pairs: map[pairKey]*dto.LabelPair{}, groups: map[string]*groupSets{}}
 }
 
-// gauge is a constant gauge with shared, immutable label pairs.
+// gauge is a constant gauge with the shared, immutable label pairs of
+// its set. It is 72 bytes (the 80-byte size class): a copy of the set's
+// label slice in each of the 7 gauges a group keeps made it 96.
 type gauge struct {
-	desc   *prometheus.Desc
-	labels []*dto.LabelPair
-	value  float64
-	g      dto.Gauge
+	desc  *prometheus.Desc
+	set   *labelSet
+	value float64
+	g     dto.Gauge
 }
 
 func (g *gauge) Desc() *prometheus.Desc { return g.desc }
 
 func (g *gauge) Write(out *dto.Metric) error {
-	out.Label = g.labels
+	out.Label = g.set.labels
 	out.Gauge = &g.g
 	return nil
 }
 
 // begin starts a collection.
-func (c *seriesCache) begin() { c.gen++; c.used = 0 }
+func (c *seriesCache) begin() { c.gen++; c.used, c.groupsUsed = 0, 0 }
+
+// group returns the sets of the consumer group name, marked used by this
+// collection; their fields are the caller's to fill.
+func (c *seriesCache) group(name string) *groupSets {
+	gs := c.groups[name]
+	if gs == nil {
+		gs = &groupSets{}
+		c.groups[name] = gs
+	}
+	if gs.gen != c.gen {
+		gs.gen = c.gen
+		c.groupsUsed++
+	}
+	return gs
+}
 
 // end drops the label sets this collection did not use, and the pairs
 // only they held.
 func (c *seriesCache) end() {
+	if c.groupsUsed != len(c.groups) {
+		for name, gs := range c.groups {
+			if gs.gen != c.gen {
+				delete(c.groups, name)
+			}
+		}
+	}
 	if c.used == len(c.entries) {
 		return
 	}
@@ -134,17 +172,35 @@ func (c *seriesCache) hinted(s *labelSet) bool {
 }
 
 // share replaces each of a new set's pairs by the same pair already held
-// by another set, and keeps the others for the sets to come.
+// by another set, and keeps the others, remade compact, for the sets to
+// come.
 func (c *seriesCache) share(lps []*dto.LabelPair) []*dto.LabelPair {
 	for i, lp := range lps {
 		k := pairKey{lp.GetName(), lp.GetValue()}
 		if held, ok := c.pairs[k]; ok {
 			lps[i] = held
 		} else {
-			c.pairs[k] = lp
+			lps[i] = newPair(k)
+			c.pairs[k] = lps[i]
 		}
 	}
 	return lps
+}
+
+// pair is a label pair and the two strings it points to, in one
+// allocation: MakeLabelPairs allocates the three apart, and every scrape
+// reads each series' pairs three times (the registry's checks, the
+// encoder's escaping check, the text), each read of a scattered pair a
+// cache miss or three at 10,000 groups. The same 96 bytes as before.
+type pair struct {
+	lp          dto.LabelPair
+	name, value string
+}
+
+func newPair(k pairKey) *dto.LabelPair {
+	p := &pair{name: k.name, value: k.value}
+	p.lp.Name, p.lp.Value = &p.name, &p.value
+	return &p.lp
 }
 
 // send sends desc's gauge on s (nil: nothing), slot naming desc among the
@@ -156,7 +212,7 @@ func (s *labelSet) send(ch chan<- prometheus.Metric, slot int, desc *prometheus.
 	}
 	last := s.last[slot]
 	if last == nil || last.desc != desc || last.value != v {
-		last = &gauge{desc: desc, labels: s.labels, value: v}
+		last = &gauge{desc: desc, set: s, value: v}
 		last.g.Value = &last.value
 		s.last[slot] = last
 	}
