@@ -45,11 +45,15 @@ func startBroker(kind string, brokers int) (addrs []string, version string, stop
 		addrs, stop, err := startCluster(brokers)
 		return addrs, "kfake (franz-go)", stop, err
 	case "kafka":
-		b, err := kafkatest.Start(kafkatest.Options{Heap: "1g", OffsetsPartitions: 50})
+		opts, err := kafkaOptions()
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return b.Brokers(), "Apache Kafka " + b.Version + " (one KRaft node, JVM child process)", b.Stop, nil
+		b, err := kafkatest.Start(opts)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return b.Brokers(), "Apache Kafka " + b.Version + " (one KRaft node, JVM child process; " + brokerSettings() + ")", b.Stop, nil
 	}
 	return nil, "", nil, fmt.Errorf("-broker %q: want kfake or kafka", kind)
 }
