@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -134,15 +135,26 @@ func writeHeapProfile(path string, groups int) error {
 }
 
 // shareChunks, with -share-chunks N, makes the share baseline ask as the
-// exporter does: N groups per request, each chunk on a connection of its
-// own (sharePool, at most 16, kept for the broker's run: its "cold" asks
-// reuse them). One request naming 10,000 share groups is not answered
-// by Apache Kafka within 30 s.
+// exporter does: N groups per offsets request (the exporter asks 1),
+// each connection of sharePool (-share-conns, the exporter's 4) asking its
+// next chunk when the last is answered, the describes 200 groups a
+// request; the pool is kept for the broker's run (its "cold" asks reuse
+// it). One request naming 10,000 share groups is not answered by Apache
+// Kafka within 30 s.
 var (
 	shareChunks int
+	shareConns  int
 	sharePool   []*kadm.Client
 	sharePoolCl []*kgo.Client
 )
+
+// shareDescChunk is how many groups one describe of the chunked baseline
+// names, as the exporter's.
+const shareDescChunk = 200
+
+func init() {
+	flag.IntVar(&shareConns, "share-conns", 4, "with -share-chunks: connections asking share-group offsets at once, one request each at a time (the exporter's 4)")
+}
 
 func newSharePool(k *config.Kafka) error {
 	if shareChunks <= 0 {
@@ -152,7 +164,7 @@ func newSharePool(k *config.Kafka) error {
 		cl.Close()
 	}
 	sharePool, sharePoolCl = nil, nil
-	for i := 0; i < 16; i++ {
+	for i := 0; i < max(shareConns, 1); i++ {
 		cl, err := kafkaclient.New(k, baselineOpts(true)...)
 		if err != nil {
 			return err
@@ -198,8 +210,8 @@ func timeSharesChunked(ctx context.Context, groups []string) (time.Duration, err
 			}
 		}()
 	}
-	for i := 0; i < len(groups); i += shareChunks {
-		part := groups[i:min(i+shareChunks, len(groups))]
+	for i := 0; i < len(groups); i += shareDescChunk {
+		part := groups[i:min(i+shareDescChunk, len(groups))]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,5 +180,59 @@ func testShareUnanswered(t *testing.T, late bool) {
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "groups=1 of=4") {
 		t.Fatalf("no WARN counting the group not answered:\n%s", logs.String())
+	}
+}
+
+// With the default limits, every DescribeShareGroupOffsets names one
+// group (Apache Kafka answers groups asked together seconds late), while
+// the describes name many groups a request; every group is exported
+// exactly. kfake counts the groups of each request.
+func TestShareOffsetsOneGroupARequest(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	e := kenv{Env: kc, kc: kc}
+	k := kafkaCfg(e.Brokers())
+	k.ShareGroups = []string{e.pat("/q.*/")}
+	s := seedShareGroups(t, e, k, 8)
+	var (
+		mu         sync.Mutex
+		offs, desc []int
+	)
+	watch := func(key int16, n func(kmsg.Request) int, into *[]int) {
+		kc.ControlKey(key, func(r kmsg.Request) (kmsg.Response, error, bool) {
+			kc.KeepControl()
+			mu.Lock()
+			*into = append(*into, n(r))
+			mu.Unlock()
+			return nil, nil, false
+		})
+	}
+	watch(kmsg.NewPtrDescribeShareGroupOffsetsRequest().Key(), func(r kmsg.Request) int {
+		return len(r.(*kmsg.DescribeShareGroupOffsetsRequest).Groups)
+	}, &offs)
+	watch(kmsg.NewPtrShareGroupDescribeRequest().Key(), func(r kmsg.Request) int {
+		return len(r.(*kmsg.ShareGroupDescribeRequest).GroupIDs)
+	}, &desc)
+	c := newKafka(t, k)
+	now := kafkaBase.Add(time.Hour)
+	c.now = func() time.Time { return now }
+	got, err := scrape(t, c, 60*time.Second)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	for _, g := range s.groups {
+		wantSeries(t, got, s.want(g, now), 0.001)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offs) != len(s.groups) {
+		t.Fatalf("%d offsets requests %v for %d groups; want one a group", len(offs), offs, len(s.groups))
+	}
+	for _, n := range offs {
+		if n != 1 {
+			t.Fatalf("offsets requests named %v groups; want 1 each", offs)
+		}
+	}
+	if len(desc) != 1 || desc[0] != len(s.groups) {
+		t.Fatalf("describes named %v groups; want all %d in one", desc, len(s.groups))
 	}
 }
