@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkatest"
 )
@@ -76,4 +77,11 @@ func brokerSettings() string {
 		return "broker defaults"
 	}
 	return "broker set " + brokerSet.String()
+}
+
+// scrapeTimeout is the exporter's scrape timeout in -scrape (-scrape-timeout).
+var scrapeTimeout time.Duration
+
+func init() {
+	flag.DurationVar(&scrapeTimeout, "scrape-timeout", time.Minute, "with -scrape: the exporter's scrape timeout (a one-minute scrape interval leaves it a minute)")
 }

@@ -279,7 +279,7 @@ func startExporter(ctx context.Context, addrs []string, share bool) (*exporter, 
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: 60 * time.Second,
+	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: scrapeTimeout,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		cancel()
