@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,7 +85,9 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/shareReserve))
 		defer cancel()
 	}
+	groups = c.sharesFromLast(groups)
 	a := shareAnswers{desc: kadm.DescribedShareGroups{}, offs: make(map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, len(groups)), miss: map[string]bool{}}
+	defer c.keepShareFrom(groups, &a)
 	cls, err := c.shareClients(lim, min(lim.conns, (len(groups)+lim.chunk-1)/lim.chunk))
 	if err != nil {
 		a.fail(groups, err)
@@ -134,6 +137,39 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 	wg.Wait()
 	a.missed = len(a.miss)
 	return a
+}
+
+// sharesFromLast returns groups (in their order) starting at the first
+// group the last collection left unanswered, so that when a scrape's
+// time does not reach every group, the next one asks first the groups
+// this one missed: every group has fresh series at least every few
+// scrapes, not a fixed tail never.
+func (c *Collector) sharesFromLast(groups []string) []string {
+	c.shareMu.Lock()
+	from := c.shareFrom
+	c.shareMu.Unlock()
+	i := slices.Index(groups, from)
+	if from == "" || i <= 0 {
+		return groups
+	}
+	return append(slices.Clone(groups[i:]), groups[:i]...)
+}
+
+// keepShareFrom keeps the first group of groups (in the order asked) that
+// a is missing, or none.
+func (c *Collector) keepShareFrom(groups []string, a *shareAnswers) {
+	from := ""
+	if a.missed > 0 {
+		for _, g := range groups {
+			if a.miss[g] {
+				from = g
+				break
+			}
+		}
+	}
+	c.shareMu.Lock()
+	c.shareFrom = from
+	c.shareMu.Unlock()
 }
 
 // shareLimits is the collector's limits, the defaults unless a test set

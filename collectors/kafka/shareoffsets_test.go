@@ -236,3 +236,58 @@ func TestShareOffsetsOneGroupARequest(t *testing.T) {
 		t.Fatalf("describes named %v groups; want all %d in one", desc, len(s.groups))
 	}
 }
+
+// A collection that leaves a share group unanswered makes the next one
+// ask from that group on: groups a scrape's time did not reach are asked
+// first next time, so no group is left without series scrape after
+// scrape. kfake drops every request naming the third group in the first
+// collection (Apache Kafka cannot be made to drop one on demand) and
+// records the order.
+func TestShareAskedFromLastMissed(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	e := kenv{Env: kc, kc: kc}
+	k := kafkaCfg(e.Brokers())
+	k.ShareGroups = []string{e.pat("/q.*/")}
+	s := seedShareGroups(t, e, k, 4)
+	bad := s.groups[2]
+	var (
+		mu    sync.Mutex
+		asked []string
+		drop  = true
+	)
+	kc.ControlKey(kmsg.NewPtrDescribeShareGroupOffsetsRequest().Key(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range r.(*kmsg.DescribeShareGroupOffsetsRequest).Groups {
+			asked = append(asked, g.GroupID)
+			if g.GroupID == bad && drop {
+				return nil, errors.New("dropped"), true
+			}
+		}
+		return nil, nil, false
+	})
+	c := newKafka(t, k)
+	c.shareLim = shareLimits{chunk: 1, conns: 1, timeout: 5 * time.Second}
+	now := kafkaBase.Add(time.Hour)
+	c.now = func() time.Time { return now }
+	if _, err := scrape(t, c, 30*time.Second); err == nil || !strings.Contains(err.Error(), "share groups: 1 of 4 not answered") {
+		t.Fatalf("first Update: %v; want the dropped group not answered", err)
+	}
+	mu.Lock()
+	asked, drop = nil, false
+	mu.Unlock()
+	got, err := scrape(t, c, 30*time.Second)
+	if err != nil {
+		t.Fatalf("second Update: %v", err)
+	}
+	for _, g := range s.groups {
+		wantSeries(t, got, s.want(g, now), 0.001)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{s.groups[2], s.groups[3], s.groups[0], s.groups[1]}
+	if fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Fatalf("second collection asked %v; want %v (from the group missed on)", asked, want)
+	}
+}
