@@ -148,7 +148,7 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	if err := profileSteady(hc, url, o.profileScrapes); err != nil {
 		return r, err
 	}
-	if min := minSeries(o.share) * groups; r.series < min {
+	if min := minSeries(o.share) * groups; r.series < min && !partialOK {
 		return r, fmt.Errorf("scrape exported %d %s series for %d groups, want at least %d", r.series, seriesPrefix(o.share), groups, min)
 	}
 	runtime.GC()
