@@ -25,10 +25,11 @@ import (
 // them with the wall clock, so every request that waits behind another is
 // "timed out" at once and asked again after a backoff of about 2 s, then
 // 4, 8, 16 s (no broker setting changes either). Groups asked together
-// therefore wait seconds (20 groups in one request: 2.5 s; 200 in 200 on
-// 16 connections at 10,000 share groups: 15-20 s), while groups asked one
-// at a time meet nothing in that queue: 1,000 groups one a request on 2
-// connections took 4.3 s, 200 a request 2.5-7 s a request.
+// therefore wait seconds (20 groups in one request: 2.5 s; requests of
+// 200 groups on 16 connections at 10,000 share groups: 15-20 s each),
+// while groups asked one at a time meet nothing in that queue: 1,000
+// groups one a request on 2-4 connections took 4.3-4.5 s, 10,000 groups
+// 12.5-20 s.
 //
 // So the offsets are asked one group a request, each of a few
 // connections asking its next group when the last is answered (clients
