@@ -96,7 +96,7 @@ func parseFlags() (o options, serve int, memprofile string, scrapeMode, latency 
 	flag.StringVar(&o.heapprofile, "heapprofile", "", "with -scrape: write the heap profile taken where the exporter's heap is measured to FILE.GROUPS")
 	flag.StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run here; with -scrape, of -profile-scrapes steady scrapes: FILE.base before them and FILE after (go tool pprof -base FILE.base FILE)")
 	flag.BoolVar(&scrapeMode, "scrape", false, "measure the whole HTTP /metrics scrape of the running exporter against kadm.Lag")
-	flag.IntVar(&shareChunks, "share-chunks", 0, "with -scrape -share: the baseline asks N groups per request, each on a connection of its own (16), as the exporter does; 0: one request, as kafka-share-groups")
+	flag.IntVar(&shareChunks, "share-chunks", 0, "with -scrape -share: the baseline asks N groups per offsets request on -share-conns connections, as the exporter does (N=1); 0: one request, as kafka-share-groups")
 	flag.BoolVar(&latency, "share-latency", false, "time the broker's answers to the share describes: N = 20, 50, 100, 200 groups in one request, 200 in chunks of 10, 25, 50; first and second ask")
 	flag.Parse()
 	sameProcess = *inProcess

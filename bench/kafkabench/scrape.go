@@ -45,11 +45,15 @@ func startBroker(kind string, brokers int) (addrs []string, version string, stop
 		addrs, stop, err := startCluster(brokers)
 		return addrs, "kfake (franz-go)", stop, err
 	case "kafka":
-		b, err := kafkatest.Start(kafkatest.Options{Heap: "1g", OffsetsPartitions: 50})
+		opts, err := kafkaOptions()
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return b.Brokers(), "Apache Kafka " + b.Version + " (one KRaft node, JVM child process)", b.Stop, nil
+		b, err := kafkatest.Start(opts)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return b.Brokers(), "Apache Kafka " + b.Version + " (one KRaft node, JVM child process; " + brokerSettings() + ")", b.Stop, nil
 	}
 	return nil, "", nil, fmt.Errorf("-broker %q: want kfake or kafka", kind)
 }
@@ -144,7 +148,7 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	if err := profileSteady(hc, url, o.profileScrapes); err != nil {
 		return r, err
 	}
-	if min := minSeries(o.share) * groups; r.series < min {
+	if min := minSeries(o.share) * groups; r.series < min && !partialOK {
 		return r, fmt.Errorf("scrape exported %d %s series for %d groups, want at least %d", r.series, seriesPrefix(o.share), groups, min)
 	}
 	runtime.GC()
@@ -161,6 +165,7 @@ func scrapeOne(addrs []string, groups int, o options) (scrapeRow, error) {
 	for i := range cpu {
 		r.cpu[i] = median(cpu[i])
 	}
+	reportRow(r, wall, cpu)
 	return r, nil
 }
 
@@ -289,7 +294,7 @@ func startExporter(ctx context.Context, addrs []string, share bool) (*exporter, 
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: 60 * time.Second,
+	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: scrapeTimeout,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		cancel()
@@ -322,7 +327,10 @@ func scrapeHTTP(hc *http.Client, base, want, prefix string) (time.Duration, int,
 	}
 	s := string(body)
 	if !strings.Contains(s, vocab.CollectorSuccess+`{collector="kafka",target="bench"} 1`) {
-		return d, 0, fmt.Errorf("scrape: the kafka collector did not succeed")
+		if !partialOK {
+			return d, 0, fmt.Errorf("scrape: the kafka collector did not succeed")
+		}
+		partialScrapes++
 	}
 	if want != "" && !strings.Contains(s, want) {
 		return d, 0, fmt.Errorf("scrape: no line %q: the reload did not take", want)

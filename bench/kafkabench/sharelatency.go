@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"sync"
@@ -30,6 +31,13 @@ var (
 )
 
 const latencyChunked = 200
+
+// latencySerialOnly skips to the one-group-a-request asks.
+var latencySerialOnly bool
+
+func init() {
+	flag.BoolVar(&latencySerialOnly, "share-latency-serial", false, "with -share-latency: only the asks of one group a request, one after the other, on 1, 2, 4, 8 connections")
+}
 
 func runShareLatency(o options) {
 	total := latencyTotal
@@ -60,6 +68,10 @@ func runShareLatency(o options) {
 	}
 	fmt.Println("| groups | chunk | connections | ask | ShareGroupDescribe | DescribeShareGroupOffsets | groups failed | load average |")
 	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---|")
+	if latencySerialOnly {
+		latencySerialAsks(ctx, adms, names)
+		return
+	}
 	at := 0
 	ask := func(set []string, chunk int, conns []*kadm.Client, asks ...string) {
 		for _, which := range asks {
@@ -83,6 +95,72 @@ func runShareLatency(o options) {
 		at += latencyChunked
 	}
 	ask(names[:latencyTotal], 100, adms[:10], "later", "later")
+	latencySerialAsks(ctx, adms, names)
+}
+
+func latencySerialAsks(ctx context.Context, adms []*kadm.Client, names []string) {
+	// One group a request, the next asked when the last is answered, on
+	// c connections at once: the broker's own lag reads then meet one at
+	// a time (see bench/kafka.md).
+	fmt.Println()
+	fmt.Println("| groups | one group a request, one after the other, on | DescribeShareGroupOffsets | per group | groups failed | partitions failed | load average |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---|")
+	for _, c := range latencySerial {
+		d, g, p := timeSerial(ctx, adms[:c], names[:latencyTotal])
+		fmt.Printf("| %d | %d | %s | %s | %d | %d | %s |\n", latencyTotal, c, ms(d), ms(d/time.Duration(latencyTotal)), g, p, loadAvg())
+	}
+}
+
+// latencySerial are the connection counts of the one-group-a-request asks.
+var latencySerial = []int{1, 2, 4, 8}
+
+// timeSerial asks the offsets of set one group a request, each connection
+// asking its next group when the last is answered; it returns the time
+// until the last answer, the groups not answered and the partitions
+// answered with an error.
+func timeSerial(ctx context.Context, adms []*kadm.Client, set []string) (took time.Duration, groups, parts int) {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan string)
+	)
+	start := time.Now()
+	for _, adm := range adms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range next {
+				r, err := adm.DescribeShareGroupOffsets(ctx, g)
+				gf, pf := shareFailures(r, err, g)
+				mu.Lock()
+				groups, parts = groups+gf, parts+pf
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, g := range set {
+		next <- g
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(start), groups, parts
+}
+
+// shareFailures counts a group not answered (or with an error) and the
+// partitions of its answer that carry an error.
+func shareFailures(r kadm.DescribedShareGroupsOffsets, err error, g string) (groups, parts int) {
+	d, ok := r[g]
+	if err != nil || !ok || d.Err != nil {
+		return 1, 0
+	}
+	for _, ps := range d.Offsets {
+		for _, o := range ps {
+			if o.Err != nil {
+				parts++
+			}
+		}
+	}
+	return 0, parts
 }
 
 // timeChunked sends the two share describes of set in chunks of chunk

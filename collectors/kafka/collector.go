@@ -95,6 +95,9 @@ type Collector struct {
 	shareLim shareLimits
 	shareMu  sync.Mutex
 	shareCls []*kgo.Client
+	// shareFrom is the first share group the last collection left
+	// unanswered: the next one asks from it on (shareoffsets.go).
+	shareFrom string
 }
 
 // NewCollector returns the lag collector of cluster k. It does not connect

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,29 +16,40 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/kafkaclient"
 )
 
-// Apache Kafka 4.4 takes about 2.5 s to answer one
-// DescribeShareGroupOffsets, whether it names 20 groups or 1,000 (more on
-// a group's first ask), and answers the requests of one connection one
-// after the other. Its time is a wait, not work: 20 requests on 20
-// connections were all answered in 2.6 s, on one connection in 29 s. One
-// request naming many groups outlasted the client's read timeout: the
-// client dropped the connection, asked again, and nothing was answered.
-// So the groups' offsets are asked in chunks, each on a connection of its
-// own (clients kept for them, which also keeps the consumer groups'
-// requests from queueing behind them), each request with a time limit
-// inside the scrape's; a chunk that fails or is late costs only its own
-// groups. The share describes themselves are quick and go as one request
-// per chunk on the collector's client.
+// Apache Kafka 4.4 computes a share group's lag itself when asked for its
+// offsets: the group coordinator reads the share-partition state from the
+// share coordinator, then the partitions' end offsets with a ListOffsets
+// request to their leader, one request per group, on a broker-internal
+// client that sends one request per connection at a time. That client
+// stamps its requests with a monotonic clock while its send thread ages
+// them with the wall clock, so every request that waits behind another is
+// "timed out" at once and asked again after a backoff of about 2 s, then
+// 4, 8, 16 s (no broker setting changes either). Groups asked together
+// therefore wait seconds (20 groups in one request: 2.5 s; requests of
+// 200 groups on 16 connections at 10,000 share groups: 15-20 s each),
+// while groups asked one at a time meet nothing in that queue: 1,000
+// groups one a request on 2-4 connections took 4.3-4.5 s, 10,000 groups
+// 12.5-20 s.
+//
+// So the offsets are asked one group a request, each of a few
+// connections asking its next group when the last is answered (clients
+// kept for them, which also keeps the consumer groups' requests from
+// queueing behind them), each request with a time limit inside the
+// scrape's; a group whose request fails or is late costs only itself. The
+// share describes are quick and go 200 groups a request on the
+// collector's client.
 type shareLimits struct {
-	// chunk is how many groups one request names.
+	// chunk is how many groups one offsets request names.
 	chunk int
+	// descChunk is how many groups one describe names; 0: chunk.
+	descChunk int
 	// conns is how many connections at most ask for offsets at once.
 	conns int
 	// timeout bounds one request.
 	timeout time.Duration
 }
 
-var defaultShareLimits = shareLimits{chunk: 200, conns: 16, timeout: 20 * time.Second}
+var defaultShareLimits = shareLimits{chunk: 1, descChunk: 200, conns: 4, timeout: 20 * time.Second}
 
 // shareReserve is the part of the scrape's remaining time the share
 // describes leave to the reads that follow them (offsets, records).
@@ -65,7 +77,8 @@ func (a *shareAnswers) fail(part []string, err error) {
 }
 
 // askShares sends DescribeShareGroups and DescribeShareGroupOffsets for
-// groups in chunks, the offsets of conns chunks at once.
+// groups in chunks (descChunk and chunk groups a request), the offsets of
+// conns chunks at once.
 func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers {
 	lim := c.shareLimits()
 	if dl, ok := ctx.Deadline(); ok {
@@ -73,7 +86,9 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/shareReserve))
 		defer cancel()
 	}
+	groups = c.sharesFromLast(groups)
 	a := shareAnswers{desc: kadm.DescribedShareGroups{}, offs: make(map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, len(groups)), miss: map[string]bool{}}
+	defer c.keepShareFrom(groups, &a)
 	cls, err := c.shareClients(lim, min(lim.conns, (len(groups)+lim.chunk-1)/lim.chunk))
 	if err != nil {
 		a.fail(groups, err)
@@ -99,8 +114,12 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 			}
 		}()
 	}
-	for i := 0; i < len(groups); i += lim.chunk {
-		part := groups[i:min(i+lim.chunk, len(groups))]
+	dc := lim.descChunk
+	if dc <= 0 {
+		dc = lim.chunk
+	}
+	for i := 0; i < len(groups); i += dc {
+		part := groups[i:min(i+dc, len(groups))]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -119,6 +138,39 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 	wg.Wait()
 	a.missed = len(a.miss)
 	return a
+}
+
+// sharesFromLast returns groups (in their order) starting at the first
+// group the last collection left unanswered, so that when a scrape's
+// time does not reach every group, the next one asks first the groups
+// this one missed: every group has fresh series at least every few
+// scrapes, not a fixed tail never.
+func (c *Collector) sharesFromLast(groups []string) []string {
+	c.shareMu.Lock()
+	from := c.shareFrom
+	c.shareMu.Unlock()
+	i := slices.Index(groups, from)
+	if from == "" || i <= 0 {
+		return groups
+	}
+	return append(slices.Clone(groups[i:]), groups[:i]...)
+}
+
+// keepShareFrom keeps the first group of groups (in the order asked) that
+// a is missing, or none.
+func (c *Collector) keepShareFrom(groups []string, a *shareAnswers) {
+	from := ""
+	if a.missed > 0 {
+		for _, g := range groups {
+			if a.miss[g] {
+				from = g
+				break
+			}
+		}
+	}
+	c.shareMu.Lock()
+	c.shareFrom = from
+	c.shareMu.Unlock()
 }
 
 // shareLimits is the collector's limits, the defaults unless a test set

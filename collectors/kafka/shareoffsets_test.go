@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,5 +180,114 @@ func testShareUnanswered(t *testing.T, late bool) {
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "groups=1 of=4") {
 		t.Fatalf("no WARN counting the group not answered:\n%s", logs.String())
+	}
+}
+
+// With the default limits, every DescribeShareGroupOffsets names one
+// group (Apache Kafka answers groups asked together seconds late), while
+// the describes name many groups a request; every group is exported
+// exactly. kfake counts the groups of each request.
+func TestShareOffsetsOneGroupARequest(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	e := kenv{Env: kc, kc: kc}
+	k := kafkaCfg(e.Brokers())
+	k.ShareGroups = []string{e.pat("/q.*/")}
+	s := seedShareGroups(t, e, k, 8)
+	var (
+		mu         sync.Mutex
+		offs, desc []int
+	)
+	watch := func(key int16, n func(kmsg.Request) int, into *[]int) {
+		kc.ControlKey(key, func(r kmsg.Request) (kmsg.Response, error, bool) {
+			kc.KeepControl()
+			mu.Lock()
+			*into = append(*into, n(r))
+			mu.Unlock()
+			return nil, nil, false
+		})
+	}
+	watch(kmsg.NewPtrDescribeShareGroupOffsetsRequest().Key(), func(r kmsg.Request) int {
+		return len(r.(*kmsg.DescribeShareGroupOffsetsRequest).Groups)
+	}, &offs)
+	watch(kmsg.NewPtrShareGroupDescribeRequest().Key(), func(r kmsg.Request) int {
+		return len(r.(*kmsg.ShareGroupDescribeRequest).GroupIDs)
+	}, &desc)
+	c := newKafka(t, k)
+	now := kafkaBase.Add(time.Hour)
+	c.now = func() time.Time { return now }
+	got, err := scrape(t, c, 60*time.Second)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	for _, g := range s.groups {
+		wantSeries(t, got, s.want(g, now), 0.001)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offs) != len(s.groups) {
+		t.Fatalf("%d offsets requests %v for %d groups; want one a group", len(offs), offs, len(s.groups))
+	}
+	for _, n := range offs {
+		if n != 1 {
+			t.Fatalf("offsets requests named %v groups; want 1 each", offs)
+		}
+	}
+	if len(desc) != 1 || desc[0] != len(s.groups) {
+		t.Fatalf("describes named %v groups; want all %d in one", desc, len(s.groups))
+	}
+}
+
+// A collection that leaves a share group unanswered makes the next one
+// ask from that group on: groups a scrape's time did not reach are asked
+// first next time, so no group is left without series scrape after
+// scrape. kfake drops every request naming the third group in the first
+// collection (Apache Kafka cannot be made to drop one on demand) and
+// records the order.
+func TestShareAskedFromLastMissed(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	e := kenv{Env: kc, kc: kc}
+	k := kafkaCfg(e.Brokers())
+	k.ShareGroups = []string{e.pat("/q.*/")}
+	s := seedShareGroups(t, e, k, 4)
+	bad := s.groups[2]
+	var (
+		mu    sync.Mutex
+		asked []string
+		drop  = true
+	)
+	kc.ControlKey(kmsg.NewPtrDescribeShareGroupOffsetsRequest().Key(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range r.(*kmsg.DescribeShareGroupOffsetsRequest).Groups {
+			asked = append(asked, g.GroupID)
+			if g.GroupID == bad && drop {
+				return nil, errors.New("dropped"), true
+			}
+		}
+		return nil, nil, false
+	})
+	c := newKafka(t, k)
+	c.shareLim = shareLimits{chunk: 1, conns: 1, timeout: 5 * time.Second}
+	now := kafkaBase.Add(time.Hour)
+	c.now = func() time.Time { return now }
+	if _, err := scrape(t, c, 30*time.Second); err == nil || !strings.Contains(err.Error(), "share groups: 1 of 4 not answered") {
+		t.Fatalf("first Update: %v; want the dropped group not answered", err)
+	}
+	mu.Lock()
+	asked, drop = nil, false
+	mu.Unlock()
+	got, err := scrape(t, c, 30*time.Second)
+	if err != nil {
+		t.Fatalf("second Update: %v", err)
+	}
+	for _, g := range s.groups {
+		wantSeries(t, got, s.want(g, now), 0.001)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{s.groups[2], s.groups[3], s.groups[0], s.groups[1]}
+	if fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Fatalf("second collection asked %v; want %v (from the group missed on)", asked, want)
 	}
 }

@@ -250,8 +250,12 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 	return at
 }
 
-// emitShares sends the share groups' series.
+// emitShares sends the share groups' series. The (group, topic)s whose
+// lag is a lower bound make one error, not one each: when the end offsets
+// fail, that is every share group.
 func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, now time.Time, partial *[]error) {
+	var low lowerBounds
+	defer low.report(partial)
 	for _, s := range ss {
 		if s.gone {
 			continue
@@ -278,9 +282,34 @@ func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, no
 				ls.send(ch, 1, shareLagSecondsDesc, sum.Seconds)
 			}
 			if sum.Partial {
-				*partial = append(*partial, fmt.Errorf("lag of share group %s on %s is a lower bound: %d of %d partitions unknown", s.name, t, sum.Unknown, len(s.topics[t])))
+				low.add(s.name, t, sum.Unknown, len(s.topics[t]))
 			}
 		}
+	}
+}
+
+// lowerBounds counts the share groups' topics whose lag is a lower bound.
+type lowerBounds struct {
+	n, unknown, parts int
+	first             string
+}
+
+func (l *lowerBounds) add(group, topic string, unknown, parts int) {
+	if l.n == 0 {
+		l.first = fmt.Sprintf("share group %s on %s", group, topic)
+	}
+	l.n++
+	l.unknown += unknown
+	l.parts += parts
+}
+
+func (l *lowerBounds) report(partial *[]error) {
+	switch l.n {
+	case 0:
+	case 1:
+		*partial = append(*partial, fmt.Errorf("lag of %s is a lower bound: %d of %d partitions unknown", l.first, l.unknown, l.parts))
+	default:
+		*partial = append(*partial, fmt.Errorf("lag of %d share groups' topics is a lower bound: %d of %d partitions unknown (the first: %s)", l.n, l.unknown, l.parts, l.first))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -183,5 +184,54 @@ func TestShareParts(t *testing.T) {
 	sum := shareSum(got, kafkaBase)
 	if sum.Messages != 6 || !sum.MessagesOK || sum.Seconds != 60 || !sum.Partial || sum.Unknown != 1 {
 		t.Fatalf("sum %+v: want 6 messages, 60 s, one partition unknown", sum)
+	}
+}
+
+// When the end offsets cannot be read, every share group's time lag is
+// unknown: the collection is partial with one error counting the groups'
+// topics, not one error each (10,000 lines at 10,000 groups), and the
+// broker's message lag is still exported. kfake stands in for the broker:
+// Apache Kafka cannot be made to fail ListOffsets on demand.
+func TestShareLowerBoundsOneError(t *testing.T) {
+	kc := kafkatest.New(t, 1)
+	e := kenv{Env: kc, kc: kc}
+	k := kafkaCfg(e.Brokers())
+	k.ShareGroups = []string{e.pat("/q.*/")}
+	s := seedShareGroups(t, e, k, 5)
+	kc.ControlKey(kmsg.NewPtrListOffsetsRequest().Key(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := r.(*kmsg.ListOffsetsRequest)
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	c := newKafka(t, k)
+	now := kafkaBase.Add(time.Hour)
+	c.now = func() time.Time { return now }
+	got, err := scrape(t, c, 30*time.Second)
+	if err == nil {
+		t.Fatal("Update succeeded with no end offsets")
+	}
+	if n := strings.Count(err.Error(), "is a lower bound"); n != 1 || !strings.Contains(err.Error(), "lag of 5 share groups' topics is a lower bound: 15 of 15 partitions unknown") {
+		t.Fatalf("%d lower-bound errors in %v; want one counting the 5 groups' topics", n, err)
+	}
+	for _, g := range s.groups {
+		w := s.want(g, now)
+		msgs := lagKey("outbox_share_group_lag_messages", g, s.topic)
+		if got[msgs] != w[msgs] {
+			t.Fatalf("%s = %v, want %v", msgs, got[msgs], w[msgs])
+		}
+		if v, ok := got[lagKey("outbox_share_group_lag_seconds", g, s.topic)]; ok {
+			t.Fatalf("time lag %v of %s exported without end offsets", v, g)
+		}
 	}
 }

@@ -78,6 +78,10 @@ type Options struct {
 	JVM []string
 	// Heap is the JVM -Xmx; default 768m.
 	Heap string
+	// Log4j, when set, is the nodes' log4j2 configuration (the text of a
+	// log4j2.properties file) instead of errors only to stderr: a
+	// benchmark reading the broker's request log sets it.
+	Log4j string
 	// Nodes is how many nodes (default 1): node 1 is broker and KRaft
 	// controller, the others brokers only, so that a partition can have
 	// a leader and a follower (a leader change is a real one). Internal
@@ -359,7 +363,7 @@ func (b *Broker) writeConfig(id int, ctrl string, o Options) error {
 	if err := WriteProperties(b.path("server.properties"), props); err != nil {
 		return fmt.Errorf("kafkatest: write server.properties: %w", err)
 	}
-	return b.writeLog4j()
+	return b.writeLog4j(o.Log4j)
 }
 
 // WriteProperties writes a Java properties file of props, one key=value
@@ -372,12 +376,15 @@ func WriteProperties(path string, props map[string]string) error {
 	return os.WriteFile(path, []byte(sb.String()), 0o600)
 }
 
-func (b *Broker) writeLog4j() error {
+func (b *Broker) writeLog4j(log4j string) error {
 	// Errors only, to stderr: the test log shows why a JVM failed, not
 	// Kafka's chatter.
-	const log4j = "status = error\nrootLogger.level = ERROR\nrootLogger.appenderRef.stderr.ref = STDERR\n" +
+	const quiet = "status = error\nrootLogger.level = ERROR\nrootLogger.appenderRef.stderr.ref = STDERR\n" +
 		"appender.stderr.type = Console\nappender.stderr.name = STDERR\nappender.stderr.target = SYSTEM_ERR\n" +
 		"appender.stderr.layout.type = PatternLayout\nappender.stderr.layout.pattern = [%d] %p %m (%c)%n\n"
+	if log4j == "" {
+		log4j = quiet
+	}
 	if err := os.WriteFile(b.path("log4j2.properties"), []byte(log4j), 0o600); err != nil {
 		return fmt.Errorf("kafkatest: write log4j2.properties: %w", err)
 	}
