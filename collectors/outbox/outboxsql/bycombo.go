@@ -72,3 +72,49 @@ func plainValues(vals []string) bool {
 	}
 	return true
 }
+
+// OldestPastQuery is the state query over the k oldest unpublished rows,
+// in created_at order through the oldest index, of the label
+// combinations not in seen (as the state-shaped queries return them;
+// those with "" are not left out, which only costs rows): the first row
+// it meets of a combination is that combination's oldest. It completes
+// the per combination skip-scan when that stopped after MaxOldestTuples
+// combinations: the rows of the combinations it did not reach, and so
+// the oldest row of "other", are found by time whatever their number.
+// "" without labels, without created_at, or with offsets_table.
+//
+// Columns: those of StateQuery.
+func (s *Spec) OldestPastQuery(seen [][]string, k int) string {
+	if s.O.NoCreatedAt() || len(s.O.Labels) == 0 || s.O.OffsetsTable != "" {
+		return ""
+	}
+	sh := s.stateShape()
+	var nulls, cols, outs []string
+	for _, l := range s.O.Labels {
+		nulls = append(nulls, col(l.Column)+" IS NULL")
+		cols = append(cols, col(l.Column))
+		outs = append(outs, "r."+pg.Ident(l.Column))
+	}
+	var values []map[string]string
+	for _, vals := range seen {
+		if !plainValues(vals) {
+			continue
+		}
+		m := map[string]string{}
+		for i, l := range s.O.Labels {
+			m[l.Column] = vals[i]
+		}
+		values = append(values, m)
+	}
+	cond := "TRUE"
+	if len(values) > 0 {
+		// NOT IN over a subquery is a hashed filter of the ordered scan;
+		// with no NULL among the values it is exact for rows without a
+		// NULL label, and the rows with one are kept.
+		js, _ := json.Marshal(values)
+		cond = fmt.Sprintf("(%s OR (%s) NOT IN (SELECT %s FROM json_populate_recordset(NULL::%s, %s) r))",
+			strings.Join(nulls, " OR "), strings.Join(cols, ", "), strings.Join(outs, ", "), s.table, literal(string(js)))
+	}
+	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d",
+		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished(), cond), col(s.OrderColumn()), max(k, 1)))
+}
