@@ -203,8 +203,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	deadlines := s.spec.Deadlines()
 	gauges := map[string]*Series{}
 	at := func(vals []string) *Series {
-		folded := s.cap.Fold(vals)
-		key := joinLabels(folded)
+		folded, key := s.cap.FoldKey(vals)
 		g, ok := gauges[key]
 		if !ok {
 			g = &Series{Labels: folded}

@@ -133,7 +133,7 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 		if g.part == partOverride {
 			overridden[g.labels[0]] += g.rows
 		}
-		key := joinLabels(pc.Fold(g.labels))
+		key := foldKey(pc, g.labels)
 		met[key] = true
 		if spec.Rules.Classify(g.facts) == Pending {
 			metPending[key] = true
