@@ -70,6 +70,9 @@ CREATE INDEX outbox_exporter_messages_unpublished ON outbox (event_type, topic, 
 	INCLUDE (status, lease_until, attempts) WHERE status IN ('PENDING', 'CLAIMED');
 CREATE INDEX outbox_exporter_messages_lease ON outbox (lease_until)
 	INCLUDE (event_id, status, attempts, created_at, event_type, topic) WHERE status IN ('PENDING', 'CLAIMED') AND status IN ('CLAIMED');
+CREATE INDEX outbox_exporter_messages_claimed_unknown ON outbox (lease_until)
+	INCLUDE (event_id, status, attempts, created_at, event_type, topic) WHERE status IN ('PENDING', 'CLAIMED') AND status IN ('CLAIMED')
+	AND ((status = 'PENDING' AND last_error LIKE 'unknown result: %') OR attempts > 0);
 CREATE INDEX outbox_exporter_messages_claimed_by_label ON outbox (event_type, topic, lease_until)
 	INCLUDE (status, attempts, created_at) WHERE status IN ('PENDING', 'CLAIMED') AND status IN ('CLAIMED');
 CREATE INDEX outbox_exporter_messages_unknown ON outbox (event_type, topic, created_at)

@@ -203,14 +203,21 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	deadlines := s.spec.Deadlines()
 	gauges := map[string]*Series{}
 	at := func(vals []string) *Series {
-		folded := s.cap.Fold(vals)
-		key := joinLabels(folded)
+		folded, key := s.cap.FoldKey(vals)
 		g, ok := gauges[key]
 		if !ok {
 			g = &Series{Labels: folded}
 			gauges[key] = g
 		}
 		return g
+	}
+	// The combinations whose pending rows the per label set read
+	// counted; it stops after MaxOldestTuples combinations.
+	reached := map[string]bool{}
+	for _, g := range r.groups {
+		if g.part == partPending {
+			reached[joinLabels(g.labels)] = true
+		}
 	}
 	for _, g := range r.groups {
 		st := rules.Classify(g.facts)
@@ -221,7 +228,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 		if g.age > x.OldestAge {
 			x.OldestAge = g.age
 		}
-		if s.ageOnly(g, st, r) {
+		if s.ageOnly(g, st, r, reached) {
 			continue
 		}
 		if g.part == partUnknown {
@@ -292,14 +299,17 @@ func stateIndex(st State) int {
 // oldest age, its rows being counted by another read: the walk's claimed
 // rows (the claimed reads count them), the walk's rows of a value with a
 // deadline override (the overrides' read counts them), and, when the
-// per label set read ran, the walk's and the overrides' rows (it counts
-// them).
-func (s *Sampler) ageOnly(g group, st State, r *read) bool {
+// per label set read ran, the walk's and the overrides' rows of the
+// combinations it reached (reached: it counts them; past
+// MaxOldestTuples combinations it reaches no more, and the walk and
+// the overrides' read count what they read of the others).
+func (s *Sampler) ageOnly(g group, st State, r *read, reached map[string]bool) bool {
+	counted := r.fallback && reached[joinLabels(g.labels)]
 	switch g.part {
 	case partWalk:
-		return st != Pending || r.fallback || len(g.labels) > 0 && s.o.Deadlines[g.labels[0]] > 0
+		return st != Pending || counted || len(g.labels) > 0 && s.o.Deadlines[g.labels[0]] > 0
 	case partOverride:
-		return st != Pending || r.fallback
+		return st != Pending || counted
 	case partProbeAge:
 		return true
 	}

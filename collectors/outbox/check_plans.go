@@ -48,6 +48,9 @@ func checkPlans(ctx context.Context, tx pgx.Tx, r *CheckReport, spec *outboxsql.
 		}
 		problem := judgePlan(plan, relname, idx, q.Rule, dop)
 		ix := indexes[q.Index]
+		if _, ok := idx[ix.Name]; q.Rule.Own && !ok && problem == "" {
+			problem = "reads through an index that holds more rows than it needs"
+		}
 		if problem == "" {
 			r.add(true, what, "served by an index")
 			continue

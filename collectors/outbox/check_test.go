@@ -63,7 +63,7 @@ func TestCheckPrintsIndexesThenPasses(t *testing.T) {
 		o      func() *config.Outbox
 		want   int // statements wanted
 	}{
-		{"status", schema, cfg, 7},
+		{"status", schema, cfg, 8},
 		{"timestamps claimed_at", `CREATE TABLE ev (id bigint, created_at timestamp, kind text, published_at timestamp, dead_at timestamptz, claimed_at timestamptz)`,
 			func() *config.Outbox {
 				return &config.Outbox{Table: "ev", ID: "id", CreatedAt: "created_at", Labels: []config.Label{{Name: "kind", Column: "kind"}},

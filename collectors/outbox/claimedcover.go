@@ -127,7 +127,7 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 func (s *Sampler) metClaimed(pc *SeriesCap, groups []group) map[string]bool {
 	met := map[string]bool{}
 	for _, g := range groups {
-		met[joinLabels(pc.Fold(g.labels))] = true
+		met[foldKey(pc, g.labels)] = true
 	}
 	return met
 }
@@ -143,7 +143,7 @@ func (s *Sampler) firstsCovered(pc *SeriesCap, w *claimedWalk, firsts []string, 
 		if len(g.labels) > 0 && slices.Contains(firsts, g.labels[0]) {
 			rows[g.labels[0]] += g.rows
 		}
-		if !w.met[joinLabels(pc.Fold(g.labels))] {
+		if !w.met[foldKey(pc, g.labels)] {
 			kept = append(kept, g)
 		}
 	}

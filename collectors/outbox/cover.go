@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
@@ -51,7 +52,10 @@ func (s *Sampler) coverPending(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 				return nil
 			})
 		}
-		return pg.SendBatch(ctx, tx, b)
+		if err := pg.SendBatch(ctx, tx, b); err != nil {
+			return err
+		}
+		return s.coverPast(ctx, tx, spec, r)
 	case len(probes) > 0:
 		b := &pgx.Batch{}
 		k := max(s.o.MaxCount/len(probes), 1)
@@ -63,6 +67,38 @@ func (s *Sampler) coverPending(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("probe label sets: %w", err)
 		}
+	}
+	return nil
+}
+
+// coverPast completes the per combination skip-scan when it stopped
+// after MaxOldestTuples combinations: the oldest rows of the combinations
+// neither it nor the walk reached are read by time (OldestPastQuery), max_count of
+// them, for their ages alone, so that the oldest age of "other" (and of
+// an admitted combination past the skip-scan) stays exact unless more
+// than max_count rows of those combinations are older than its oldest.
+func (s *Sampler) coverPast(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
+	if len(r.oldest) < outboxsql.MaxOldestTuples {
+		return nil
+	}
+	seen := make([][]string, 0, len(r.oldest))
+	for _, x := range r.oldest {
+		seen = append(seen, x.labels)
+	}
+	for _, g := range r.groups {
+		if g.part == partWalk {
+			seen = append(seen, g.labels)
+		}
+	}
+	q := spec.OldestPastQuery(seen, s.o.MaxCount)
+	if q == "" {
+		return nil
+	}
+	b := &pgx.Batch{}
+	queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest rows past the per label set read (capped)")
+	// Not prepared: the values are in the text.
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("read the oldest rows past the per label set read: %w", err)
 	}
 	return nil
 }
@@ -97,7 +133,7 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 		if g.part == partOverride {
 			overridden[g.labels[0]] += g.rows
 		}
-		key := joinLabels(pc.Fold(g.labels))
+		key := foldKey(pc, g.labels)
 		met[key] = true
 		if spec.Rules.Classify(g.facts) == Pending {
 			metPending[key] = true

@@ -187,17 +187,41 @@ func (c *SeriesCap) foldColumns(vals []string) []string {
 
 // Fold returns the series label values of a combination.
 func (c *SeriesCap) Fold(vals []string) []string {
+	out, _ := c.FoldKey(vals)
+	return out
+}
+
+// FoldKey is Fold with the key of the series (joinLabels of its
+// values). A capped sample folds tens of thousands of groups: the
+// combination of folded values is looked up without building a string
+// of it, and the key is built once.
+func (c *SeriesCap) FoldKey(vals []string) ([]string, string) {
 	out := c.foldColumns(vals)
-	if c.tuples == nil || c.tuples.Fold(joinLabels(out)) != Other {
-		return out
-	}
-	for i := range out {
-		if i > 0 || !c.cols[0].Pinned(vals[0]) {
-			out[i] = Other
+	if c.tuples != nil {
+		var arr [256]byte
+		b := arr[:0]
+		for i, v := range out {
+			if i > 0 {
+				b = append(b, '\xff')
+			}
+			b = append(b, v...)
+		}
+		if _, ok := c.tuples.admitted[string(b)]; !ok {
+			for i := range out {
+				if i > 0 || !c.cols[0].Pinned(vals[0]) {
+					out[i] = Other
+				}
+			}
 		}
 	}
-	return out
+	return out, joinLabels(out)
 }
 
 // joinLabels is the key of a combination of label values.
 func joinLabels(vals []string) string { return strings.Join(vals, "\xff") }
+
+// foldKey is the key of the series pc folds vals into.
+func foldKey(pc *SeriesCap, vals []string) string {
+	_, k := pc.FoldKey(vals)
+	return k
+}

@@ -46,6 +46,16 @@ var capsRegressionSeeds = []uint64{
 	// then be read per combination (without it, its lease_expired read
 	// 0 against 434 rows).
 	7,
+	// A few combinations own the oldest rows, and more than
+	// MaxOldestTuples exist: the skip-scan stopped before some that fold
+	// into "other", whose oldest age read 59.969 s against 59.972 s until
+	// the rows past it were read by time.
+	1,
+	// The same shape: the pinned zz.payment.failed value sorts after the
+	// combinations the per label set read reached, and its series with
+	// "other" read 0 pending rows against 1 until the overrides' read
+	// counted the combinations that read did not reach.
+	17,
 }
 
 func TestOracleCaps(t *testing.T) {
@@ -125,6 +135,12 @@ func (g *capsGen) initial() []capsRow {
 	combos := 10_500 + g.r.IntN(2_500)
 	if g.kind == 1 || g.kind == 3 {
 		combos = 500 + g.r.IntN(2_000)
+	}
+	if g.kind == 1 && g.r.IntN(2) == 0 {
+		// Half the seeds of kind 1: past MaxOldestTuples too, so the
+		// per combination skip-scan stops before it has seen every
+		// combination that folds into "other".
+		combos = 10_500 + g.r.IntN(2_500)
 	}
 	types := 50 + g.r.IntN(150)
 	for i := 0; i < combos; i++ {

@@ -246,8 +246,15 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 		if q := spec.OverridesQuery(); q != "" {
 			queueGroups(b, q, spec, partOverride, &r.groups, "read the rows of the deadline overrides (capped)")
 		}
-		if q := spec.ClaimedQuery(); q != "" {
-			queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")
+		if q := spec.ClaimedCountQuery(); q != "" {
+			// Counted before grouped: while more than max_count are
+			// claimed their groups are never used (claimedCappedBatch).
+			b.Queue(q).QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&r.claimedCount); err != nil {
+					return fmt.Errorf("count claimed rows (capped): %w", err)
+				}
+				return nil
+			})
 		}
 		if q := spec.UnknownQuery(); q != "" {
 			queueGroups(b, q, spec, partUnknown, &r.groups, "count unknown results (capped)")
@@ -276,24 +283,33 @@ func overCap(s *boundSpec, r *read, p part) bool {
 	return n > int64(s.O.MaxCount)
 }
 
-// claimedCappedBatch replaces the claimed rows' groups by the walks of
-// their parts (claimedcover.go completes them) when more than max_count
-// rows are claimed, and the unclaimed unknown results by
-// UnknownCappedQuery's when more than max_count have one; nil when
-// neither is.
+// claimedCappedBatch reads the claimed rows while the unpublished ones
+// are capped: their groups (ClaimedQuery) when at most max_count are
+// claimed, else the walks of their parts (claimedcover.go completes
+// them); and it replaces the unclaimed unknown results by
+// UnknownCappedQuery's when more than max_count have one. nil when there
+// is nothing to read.
 func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
-	claimed, unknown := overCap(spec, r, partClaimed), overCap(spec, r, partUnknown)
-	if !claimed && !unknown {
-		return nil
-	}
-	kept := r.groups[:0:0]
-	for _, g := range r.groups {
-		if !(claimed && g.part == partClaimed) && !(unknown && g.part == partUnknown) {
-			kept = append(kept, g)
-		}
-	}
-	r.groups = kept
+	claimed, unknown := r.claimedCount > int64(s.o.MaxCount), overCap(spec, r, partUnknown)
 	b := &pgx.Batch{}
+	if q := spec.ClaimedQuery(); q != "" && r.claimedCount > 0 && !claimed {
+		queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")
+	}
+	if !claimed && !unknown {
+		if b.Len() == 0 {
+			return nil
+		}
+		return b
+	}
+	if unknown {
+		kept := r.groups[:0:0]
+		for _, g := range r.groups {
+			if g.part != partUnknown {
+				kept = append(kept, g)
+			}
+		}
+		r.groups = kept
+	}
 	if claimed {
 		queueClaimedWalks(b, spec, r)
 	}

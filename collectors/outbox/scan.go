@@ -66,7 +66,10 @@ type read struct {
 	admitted *SeriesCap
 	// claimed are the walks of the claimed rows while more than
 	// max_count are claimed (claimedcover.go), one per part.
-	claimed      []claimedWalk
+	claimed []claimedWalk
+	// claimedCount is how many rows are claimed, up to max_count+1,
+	// while the unpublished rows are capped.
+	claimedCount int64
 	dead         []group
 	unclassified []group
 	leases       []Mark

@@ -56,19 +56,15 @@ func (s *Spec) ClaimedProbeQuery(combos [][]string, firsts []string, part string
 	sh := s.stateShape()
 	inner := strings.Join(sh.inner, ", ")
 	read := func(conds []string, limit int) string {
-		return fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d)", inner, s.table,
+		return fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d", inner, s.table,
 			s.where(append([]string{s.unpublished(), cl, part}, conds...)...), col(s.claimedOrder()), limit)
 	}
 	var reads []string
-	for _, vals := range combos {
-		var conds []string
-		for i, l := range s.O.Labels {
-			conds = append(conds, s.valueIs(l.Column, vals[i], false))
-		}
-		reads = append(reads, read(conds, max(k, 1)))
+	if len(combos) > 0 {
+		reads = append(reads, s.byCombos(combos, func(conds []string) string { return read(conds, max(k, 1)) }))
 	}
 	for _, v := range firsts {
-		reads = append(reads, read([]string{s.valueIs(s.O.Labels[0].Column, v, true)}, max(k, 1)+1))
+		reads = append(reads, "("+read([]string{s.valueIs(s.O.Labels[0].Column, v, true)}, max(k, 1)+1)+")")
 	}
 	return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
 }

@@ -70,6 +70,11 @@ func IndexName(outbox, suffix string) string {
 //     the expired and live leases are range reads and the claimed rows are
 //     counted exactly while the pending ones are capped; "claimed" on
 //     created_at when rows are claimed without a lease to judge;
+//   - claimed_unknown: (lease_until, claimed_at or created_at) over the
+//     claimed rows that may have an unknown result (an unknown status,
+//     unknown_when, or an attempt made), for the walk of the claimed rows
+//     with an unknown result while capped, which would otherwise filter
+//     every passed lease;
 //   - unknown: over unclaimed unpublished rows whose result is unknown by
 //     a pending status or unknown_when, counted exactly while capped;
 //   - unclassified: over rows with a NULL status or one listed nowhere;
@@ -125,6 +130,12 @@ func (s *Spec) Indexes() map[string]Index {
 		cols := append([]string{o.ID, o.Status, cc, o.Attempts, o.CreatedAt}, labels...)
 		out["lease"] = Index{Name: IndexName(s.Name, name), Columns: key, Include: include(key, cols...),
 			Where: and(up, cl), For: usage}
+	}
+	if cl, cu := r.claimed(), s.claimedUnknownIndexed(); cl != "" && cu != "" {
+		key := []string{s.claimedOrder()}
+		cols := append([]string{o.ID, o.Status, cc, o.Attempts, o.CreatedAt}, labels...)
+		out["claimed_unknown"] = Index{Name: IndexName(s.Name, "claimed_unknown"), Columns: key, Include: include(key, cols...),
+			Where: and(up, cl, cu), For: "the walk of the claimed rows with an unknown result while more than max_count are claimed"}
 	}
 	if cl := r.claimed(); cl != "" && len(labels) > 0 {
 		key := append(append([]string{}, labels...), s.claimedOrder())

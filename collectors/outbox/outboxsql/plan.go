@@ -9,6 +9,10 @@ type PlanRule struct {
 	Ordered bool
 	// CondOn: the plan must use an index with a condition on this column.
 	CondOn string
+	// Own: the query's own index must exist. Another index may serve
+	// it on a small table, filtering rows the own index leaves out,
+	// which in a big backlog costs a read of all of them.
+	Own bool
 }
 
 // Plan is one query as check plans it: its name in the report, its SQL
@@ -41,9 +45,14 @@ func (s *Spec) Planned() []Plan {
 	add("state", s.StateQuery(), byTime, PlanRule{Ordered: true})
 	add("stuck", s.StuckQuery(), byTime, PlanRule{Ordered: true}, 10)
 	add("claimed (capped)", s.ClaimedQuery(), "lease", PlanRule{})
+	add("claimed count (capped)", s.ClaimedCountQuery(), "lease", PlanRule{})
 	for i, p := range append(s.ClaimedParts(), s.ClaimedUnknownPart()) {
 		if p != "" || i == 0 {
-			add(fmt.Sprintf("claimed walk %d (capped)", i+1), s.ClaimedWalkQuery(p, s.ClaimedBudget()), "lease", PlanRule{Ordered: true})
+			ix, rule := "lease", PlanRule{Ordered: true}
+			if _, ok := s.Indexes()["claimed_unknown"]; ok && p != "" && p == s.ClaimedUnknownPart() {
+				ix, rule.Own = "claimed_unknown", true
+			}
+			add(fmt.Sprintf("claimed walk %d (capped)", i+1), s.ClaimedWalkQuery(p, s.ClaimedBudget()), ix, rule)
 		}
 	}
 	add("claimed (capped per label set)", s.ClaimedCappedQuery(), claimedIndex(s), PlanRule{})

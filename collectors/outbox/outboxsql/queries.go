@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
 )
 
 // stateShape is the SELECT of the state-shaped queries: inner passes the
@@ -134,6 +135,22 @@ func (s *Spec) ClaimedQuery() string {
 	sh := s.stateShape()
 	return sh.aggregate(fmt.Sprintf("SELECT %s FROM %s t WHERE %s LIMIT %d",
 		strings.Join(sh.inner, ", "), s.table, s.where(s.unpublished(), cl), s.O.MaxCount+1))
+}
+
+// ClaimedCountQuery counts the claimed unpublished rows up to
+// MaxCount+1, an index-only count of the lease (or claimed) index: it
+// tells whether they are capped before any of them is grouped
+// (ClaimedQuery when they are not, the walks of claimedwalk.go when
+// they are). "" when no row is ever claimed.
+//
+// Columns: the count.
+func (s *Spec) ClaimedCountQuery() string {
+	cl := s.ClaimedPredicate()
+	if cl == "" {
+		return ""
+	}
+	return fmt.Sprintf("SELECT count(*)::int8 FROM (SELECT 1 FROM %s t WHERE %s LIMIT %d) c",
+		s.table, s.where(s.unpublished(), cl), s.O.MaxCount+1)
 }
 
 // UnknownQuery is the state query over the unclaimed unpublished rows
@@ -386,6 +403,30 @@ func (s *Spec) claimedUnknown() string {
 	}
 	if lc := s.LeaseColumn(); lc != "" && s.O.Attempts != "" {
 		p = append(p, "("+s.leasePassed(col(lc))+" AND "+col(s.O.Attempts)+" > "+s.attemptsOnInsert()+")")
+	}
+	if len(p) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(p, " OR ") + ")"
+}
+
+// claimedUnknownIndexed is claimedUnknown without the lease's time, the
+// predicate of the claimed_unknown index: a passed lease after an attempt
+// becomes any claimed row after an attempt (a row a relay retries), so
+// that the walk of the claimed rows with an unknown result, whose
+// condition implies it, reads those rows alone instead of filtering
+// every passed lease. Unqualified; "" when a claimed row never has an
+// unknown result.
+func (s *Spec) claimedUnknownIndexed() string {
+	var p []string
+	if s.O.Style() == config.StyleStatus && len(s.O.Unknown) > 0 {
+		p = append(p, s.rules("").in(s.O.Unknown))
+	}
+	if s.O.UnknownWhen != "" {
+		p = append(p, "("+s.O.UnknownWhen+")")
+	}
+	if lc := s.LeaseColumn(); lc != "" && s.O.Attempts != "" {
+		p = append(p, pg.Ident(s.O.Attempts)+" > "+s.attemptsOnInsert())
 	}
 	if len(p) == 0 {
 		return ""

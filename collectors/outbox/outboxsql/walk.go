@@ -71,19 +71,14 @@ func (s *Spec) ProbeQuery(combos [][]string, k int, claimed bool) string {
 	}
 	sh := s.stateShape()
 	inner := strings.Join(sh.inner, ", ")
-	var reads []string
-	for _, vals := range combos {
+	return sh.aggregate(s.byCombos(combos, func(labels []string) string {
 		conds := []string{s.unpublished()}
 		if !claimed {
 			conds = append(conds, not(s.ClaimedPredicate()))
 		}
-		for i, l := range s.O.Labels {
-			conds = append(conds, s.valueIs(l.Column, vals[i], false))
-		}
-		reads = append(reads, fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d)", inner, s.table,
-			s.where(conds...), col(s.OrderColumn()), max(k, 1)))
-	}
-	return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+		return fmt.Sprintf("SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT %d", inner, s.table,
+			s.where(append(conds, labels...)...), col(s.OrderColumn()), max(k, 1))
+	}))
 }
 
 // valueIs is the condition that column c holds v as text. A string
