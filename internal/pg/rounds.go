@@ -37,6 +37,11 @@ type Rounds struct {
 	mu      sync.Mutex
 	queue   []*job
 	leaders int // rounds running, at most the pool's sessions
+	// opening counts the leaders still taking their session: a
+	// collection that asks meanwhile waits to go in their first round
+	// (the collections of one scrape, asking at once, share one
+	// transaction) instead of taking another session for itself.
+	opening int
 	changed chan struct{}
 	// rounds counts the rounds sent, ended those whose last
 	// transaction ended with the session (tests).
@@ -115,9 +120,10 @@ func (r *Rounds) Run(ctx context.Context, j Job) error {
 	r.mu.Unlock()
 	for {
 		r.mu.Lock()
-		lead := !jb.taken && r.leaders < r.sessions
+		lead := !jb.taken && r.leaders < r.sessions && r.opening == 0
 		if lead {
 			r.leaders++
+			r.opening++
 		}
 		changed := r.changed
 		r.mu.Unlock()
@@ -150,6 +156,15 @@ func (r *Rounds) Run(ctx context.Context, j Job) error {
 	}
 }
 
+// openedLocked notes that a leader took its session and the queue (or
+// found no session), and wakes the collections waiting for it.
+func (r *Rounds) openedLocked() {
+	if r.opening > 0 {
+		r.opening--
+		r.wakeLocked()
+	}
+}
+
 func (r *Rounds) wakeLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -171,6 +186,14 @@ func (r *Rounds) dropLocked(jb *job) {
 // handed had ended since its last use (pools do not ping, see noPings)
 // goes again, whole, on the next session.
 func (r *Rounds) lead(ctx context.Context) error {
+	opening := true
+	defer func() {
+		if opening {
+			r.mu.Lock()
+			r.openedLocked()
+			r.mu.Unlock()
+		}
+	}()
 	pool := r.pool.Value()
 	if pool == nil {
 		return errors.New("acquire a connection: the pool is gone")
@@ -188,7 +211,8 @@ func (r *Rounds) lead(ctx context.Context) error {
 	var jobs []*job
 	for !conn.Conn().IsClosed() {
 		if jobs == nil {
-			if jobs = r.take(); jobs == nil {
+			jobs, opening = r.take(opening), false
+			if jobs == nil {
 				return nil
 			}
 		}
@@ -215,10 +239,14 @@ func (r *Rounds) lead(ctx context.Context) error {
 	return nil
 }
 
-// take takes the queue for a round; nil when it is empty.
-func (r *Rounds) take() []*job {
+// take takes the queue for a round; nil when it is empty. For a leader
+// still opening, it notes in the same step that the leader opened.
+func (r *Rounds) take(opening bool) []*job {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if opening {
+		r.openedLocked()
+	}
 	jobs := r.queue
 	r.queue = nil
 	if len(jobs) == 0 {
