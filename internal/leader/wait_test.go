@@ -46,6 +46,8 @@ func (c *counted) statements() int {
 func TestStandbyWaitsForTheLock(t *testing.T) {
 	db := pgtest.New(t)
 	dbc := roleDB(t, db)
+	// A wait outlasts the session's statement_timeout: it sets its own.
+	dbc.StatementTimeout = time.Second
 	tm := fast
 	tm.Wait = 2 * time.Second
 	a := New(tasks, PGDialer(dbc, "a:9187", tm, nil), tm, testutil.Quiet())
@@ -85,6 +87,9 @@ func TestStandbyWaitsForTheLock(t *testing.T) {
 
 	db.Exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", AppName("a:9187"))
 	waitUntil(t, "b leads every task", func() bool { return len(leaders(map[string]*Elector{"b": b})) == len(tasks) })
+	if strings.Contains(log.String(), "lost") {
+		t.Errorf("the standby lost its session:\n%s", log.String())
+	}
 	if !strings.Contains(log.String(), "lease taken after waiting for it") {
 		t.Errorf("the standby took no lease by waiting for it:\n%s", log.String())
 	}
