@@ -6,8 +6,8 @@
 // pg_try_advisory_lock (or waited for with pg_advisory_lock by a
 // replica that holds none: Timing.Wait) on a key derived from the task's
 // name, held by the one lease session each replica keeps on the
-// configured database's server. An advisory lock needs no privilege and no write, so the
-// exporter's read-only role can hold it; the server releases it the
+// configured database's server. An advisory lock needs no privilege and
+// no write, so the exporter's read-only role can hold it; the server releases it the
 // moment the session ends, whether the replica closed it, died or was
 // terminated. No protocol of our own decides anything: the server's lock
 // table does.
