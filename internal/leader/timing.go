@@ -7,10 +7,10 @@
 // replica that holds none: Timing.Wait) on a key derived from the task's
 // name, held by the one lease session each replica keeps on the
 // configured database's server. An advisory lock needs no privilege and
-// no write, so the exporter's read-only role can hold it; the server releases it the
-// moment the session ends, whether the replica closed it, died or was
-// terminated. No protocol of our own decides anything: the server's lock
-// table does.
+// no write, so the exporter's read-only role can hold it; the server
+// releases it the moment the session ends, whether the replica closed
+// it, died or was terminated. No protocol of our own decides anything:
+// the server's lock table does.
 //
 // Timing (Timing): the holder checks its session every Check, each check
 // bounded by Check; a failed check ends every term at once. A replica that
