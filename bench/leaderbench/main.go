@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,9 +35,11 @@ func main() {
 	schedule := flag.String("schedule", "@every 30s", "the reconcile job's schedule")
 	scrapeFirst := flag.Bool("scrape-first-only", false, "scrape only the first replica of the pair: the pair's elected work apart from each replica's per-scrape queries")
 	logStmts := flag.Bool("log-statements", false, "have the server log every statement on the two databases (log_statement=all), to tell what the transactions are")
+	arms := flag.String("arms", "1,2", "the arms to run, by replicas (a ratio needs 1 and 2)")
+	trace := flag.String("trace-sessions", "", "write a line per pool or lease session closed to this file")
 	withKafka := flag.Bool("kafka", true, "run an Apache Kafka broker (jars in .cache) with the audited topic, an audit and a consumer group whose lag is scraped")
 	flag.Parse()
-	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka}
+	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka, arms: *arms, trace: *trace}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
@@ -49,6 +52,7 @@ type opts struct {
 	rows                  int
 	scrapeFirst, logStmts bool
 	kafka                 bool
+	arms, trace           string
 }
 
 func run(o opts) error {
@@ -70,6 +74,14 @@ func run(o opts) error {
 		return err
 	}
 	defer proxy.close()
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		proxy.trace = f
+	}
 	var k *kafkaPipeline
 	extra := ""
 	if o.kafka {
@@ -96,14 +108,24 @@ func run(o opts) error {
 	fmt.Printf("steady pipeline: %d rows, reconcile %s, audit: %v, scrapes every 15s (first replica only: %v), %v per arm\n",
 		o.rows, o.schedule, o.kafka, o.scrapeFirst, o.dur)
 	var arms []work
-	for _, n := range []int{1, 2} {
+	for _, f := range strings.Split(o.arms, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-arms: %q is no number of replicas", f)
+		}
 		w, err := arm(ctx, o.bin, cfg, a, b, n, o.dur, o.scrapeFirst, proxy, k)
 		if err != nil {
 			return err
 		}
 		arms = append(arms, w)
 	}
-	report(arms, k != nil)
+	if len(arms) == 2 {
+		report(arms, k != nil)
+	} else {
+		for _, w := range arms {
+			fmt.Printf("%+v\n", w)
+		}
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 )
 
 // pgProxy stands between the exporters and the PostgreSQL server and
@@ -26,6 +27,9 @@ type pgProxy struct {
 
 	mu              sync.Mutex
 	sessions, xacts map[string]int64
+	// trace, when set, gets a line per session closed: its kind,
+	// database, when it opened and how long it lived.
+	trace io.Writer
 }
 
 // Kinds of sessions.
@@ -80,10 +84,11 @@ func (p *pgProxy) session(client net.Conn) {
 		return
 	}
 	defer server.Close()
-	app, err := startup(client, server)
+	app, db, err := startup(client, server)
 	if err != nil {
 		return
 	}
+	opened := time.Now()
 	kind := kindOther
 	switch {
 	case strings.HasPrefix(app, "outbox_exporter leader"):
@@ -99,49 +104,57 @@ func (p *pgProxy) session(client net.Conn) {
 		server.Close()
 	}()
 	p.backend(bufio.NewReader(server), client, kind)
+	if p.trace != nil {
+		p.mu.Lock()
+		fmt.Fprintf(p.trace, "%s %s %s opened %s lived %v\n", time.Now().Format("15:04:05.000"), kind, db, opened.Format("15:04:05.000"), time.Since(opened).Round(time.Millisecond))
+		p.mu.Unlock()
+	}
 }
 
 // startup forwards the client's startup (after any SSL or GSS request,
 // which the server declines when it does not offer them) and returns its
-// application_name.
-func startup(client, server net.Conn) (string, error) {
+// application_name and database.
+func startup(client, server net.Conn) (app, db string, err error) {
 	for {
 		var hdr [8]byte
 		if _, err := io.ReadFull(client, hdr[:]); err != nil {
-			return "", err
+			return "", "", err
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:4]))
 		code := binary.BigEndian.Uint32(hdr[4:])
 		if n < 8 || n > 1<<16 {
-			return "", errors.New("startup: bad length")
+			return "", "", errors.New("startup: bad length")
 		}
 		body := make([]byte, n-8)
 		if _, err := io.ReadFull(client, body); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if _, err := server.Write(append(hdr[:], body...)); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if code == 80877103 || code == 80877104 { // SSLRequest, GSSENCRequest
 			var answer [1]byte
 			if _, err := io.ReadFull(server, answer[:]); err != nil {
-				return "", err
+				return "", "", err
 			}
 			if answer[0] != 'N' {
-				return "", fmt.Errorf("startup: the server accepted encryption (%q); the bench needs sslmode=disable", answer[0])
+				return "", "", fmt.Errorf("startup: the server accepted encryption (%q); the bench needs sslmode=disable", answer[0])
 			}
 			if _, err := client.Write(answer[:]); err != nil {
-				return "", err
+				return "", "", err
 			}
 			continue
 		}
 		kv := bytes.Split(body, []byte{0})
 		for i := 0; i+1 < len(kv); i += 2 {
-			if string(kv[i]) == "application_name" {
-				return string(kv[i+1]), nil
+			switch string(kv[i]) {
+			case "application_name":
+				app = string(kv[i+1])
+			case "database":
+				db = string(kv[i+1])
 			}
 		}
-		return "", nil
+		return app, db, nil
 	}
 }
 
