@@ -52,7 +52,7 @@ func leaseDeps(cfg *config.Config) []any {
 
 // Timing is the election's clock from the configuration.
 func Timing(le *config.LeaderElection) leader.Timing {
-	return leader.Timing{Check: le.CheckInterval, Retry: le.RetryInterval}
+	return leader.Timing{Check: le.CheckInterval, Retry: le.RetryInterval, Wait: leader.StandbyWait}
 }
 
 // Tasks lists the tasks cfg's replicas share, sorted: each reconcile job

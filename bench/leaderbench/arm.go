@@ -47,12 +47,19 @@ leader_election:
 
 // arm runs n replicas for dur, each scraped every 15 s, and returns the
 // work the two databases did meanwhile and the runs the replicas logged.
-func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, scrapeFirst bool) (work, error) {
+func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, scrapeFirst bool, proxy *pgProxy, k *kafkaPipeline) (work, error) {
 	dir := filepath.Dir(cfg)
 	before, err := counters(ctx, a, b)
 	if err != nil {
 		return work{}, err
 	}
+	var kBefore brokerWork
+	if k != nil {
+		if kBefore, err = k.counters(ctx); err != nil {
+			return work{}, err
+		}
+	}
+	proxy.reset()
 	var cmds []*exec.Cmd
 	var logs []string
 	var addrs []string
@@ -80,10 +87,12 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, s
 	end := time.Now().Add(dur)
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
+	var scrapes int64
 	for ; time.Now().Before(end); <-tick.C {
 		for i, addr := range addrs {
 			if i == 0 || !scrapeFirst {
 				scrape(addr)
+				scrapes++
 			}
 		}
 	}
@@ -96,10 +105,20 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, s
 	if err != nil {
 		return work{}, err
 	}
-	w := work{tuples: after.tuples - before.tuples, xacts: after.xacts - before.xacts, blocks: after.blocks - before.blocks}
+	w := work{tuples: after.tuples - before.tuples, xacts: after.xacts - before.xacts, blocks: after.blocks - before.blocks, scrapes: scrapes}
+	w.sessions, w.proxXacts = proxy.take()
 	for _, l := range logs {
 		raw, _ := os.ReadFile(l)
 		w.runs += int64(strings.Count(string(raw), `"msg":"reconcile run completed"`))
+		w.audits += int64(strings.Count(string(raw), `audit started: this replica leads it`))
+	}
+	if k != nil {
+		kAfter, err := k.counters(ctx)
+		if err != nil {
+			return work{}, err
+		}
+		w.broker = brokerWork{topicBytes: kAfter.topicBytes - kBefore.topicBytes, topicFetches: kAfter.topicFetches - kBefore.topicFetches,
+			bytesOut: kAfter.bytesOut - kBefore.bytesOut, requests: kAfter.requests - kBefore.requests}
 	}
 	return w, nil
 }

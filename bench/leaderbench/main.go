@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,56 +35,105 @@ func main() {
 	schedule := flag.String("schedule", "@every 30s", "the reconcile job's schedule")
 	scrapeFirst := flag.Bool("scrape-first-only", false, "scrape only the first replica of the pair: the pair's elected work apart from each replica's per-scrape queries")
 	logStmts := flag.Bool("log-statements", false, "have the server log every statement on the two databases (log_statement=all), to tell what the transactions are")
+	arms := flag.String("arms", "1,2", "the arms to run, by replicas (a ratio needs 1 and 2)")
+	trace := flag.String("trace-sessions", "", "write a line per pool or lease session closed to this file")
+	withKafka := flag.Bool("kafka", true, "run an Apache Kafka broker (jars in .cache) with the audited topic, an audit and a consumer group whose lag is scraped")
 	flag.Parse()
-	if err := run(*server, *bin, *dur, *rows, *schedule, *scrapeFirst, *logStmts); err != nil {
+	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka, arms: *arms, trace: *trace}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server, bin string, dur time.Duration, rows int, schedule string, scrapeFirst, logStmts bool) error {
-	if bin == "" {
+type opts struct {
+	server, bin, schedule string
+	dur                   time.Duration
+	rows                  int
+	scrapeFirst, logStmts bool
+	kafka                 bool
+	arms, trace           string
+}
+
+func run(o opts) error {
+	if o.bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
 	ctx := context.Background()
-	a, b, drop, err := databases(ctx, server, rows, logStmts)
+	a, b, drop, err := databases(ctx, o.server, o.rows, o.logStmts)
 	if err != nil {
 		return err
 	}
 	defer drop()
+	su, err := url.Parse(o.server)
+	if err != nil {
+		return err
+	}
+	proxy, err := newPGProxy(su.Host)
+	if err != nil {
+		return err
+	}
+	defer proxy.close()
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		proxy.trace = f
+	}
+	var k *kafkaPipeline
+	extra := ""
+	if o.kafka {
+		if k, err = startKafka(ctx, o.rows); err != nil {
+			return err
+		}
+		defer k.stop()
+		extra = k.config()
+	}
 	dir, err := os.MkdirTemp("", "leaderbench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	cfg := filepath.Join(dir, "c.yml")
-	if err := os.WriteFile(cfg, []byte(config(a, b, schedule)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config(via(a, proxy), via(b, proxy), o.schedule)+extra), 0o600); err != nil {
 		return err
 	}
-	made, err := checkIndexes(ctx, bin, cfg, a)
+	made, err := checkIndexes(ctx, o.bin, cfg, a)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("indexes created as check asks: %d\n", made)
-	fmt.Printf("steady pipeline: %d rows, reconcile %s, scrapes every 15s (first replica only: %v), %v per arm\n", rows, schedule, scrapeFirst, dur)
-	fmt.Printf("databases %s and %s\n", a, b)
-	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs |")
-	fmt.Println("|---|---:|---:|---:|---:|")
-	var base work
-	for _, n := range []int{1, 2} {
-		w, err := arm(ctx, bin, cfg, a, b, n, dur, scrapeFirst)
+	fmt.Printf("steady pipeline: %d rows, reconcile %s, audit: %v, scrapes every 15s (first replica only: %v), %v per arm\n",
+		o.rows, o.schedule, o.kafka, o.scrapeFirst, o.dur)
+	var arms []work
+	for _, f := range strings.Split(o.arms, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-arms: %q is no number of replicas", f)
+		}
+		w, err := arm(ctx, o.bin, cfg, a, b, n, o.dur, o.scrapeFirst, proxy, k)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d replica(s) | %d | %d | %d | %d |\n", n, w.tuples, w.xacts, w.blocks, w.runs)
-		if n == 1 {
-			base = w
-			continue
+		arms = append(arms, w)
+	}
+	if len(arms) == 2 {
+		report(arms, k != nil)
+	} else {
+		for _, w := range arms {
+			fmt.Printf("%+v\n", w)
 		}
-		fmt.Printf("| ratio | %.2fx | %.2fx | %.2fx | %.2fx |\n", ratio(w.tuples, base.tuples), ratio(w.xacts, base.xacts),
-			ratio(w.blocks, base.blocks), ratio(w.runs, base.runs))
 	}
 	return nil
+}
+
+// via returns u (a database URL) pointing at the proxy.
+func via(u string, p *pgProxy) string {
+	pu, _ := url.Parse(u)
+	pu.Host = p.addr()
+	return pu.String()
 }
 
 func ratio(a, b int64) float64 {
@@ -93,7 +143,17 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-type work struct{ tuples, xacts, blocks, runs int64 }
+type work struct {
+	// From pg_stat_database.
+	tuples, xacts, blocks int64
+	// From the replicas' logs: reconcile runs completed, audits started.
+	runs, audits int64
+	// From the proxy: sessions opened and transactions, by kind.
+	sessions, proxXacts map[string]int64
+	// From the broker.
+	broker  brokerWork
+	scrapes int64
+}
 
 // databases creates and fills the authority/outbox and target databases.
 func databases(ctx context.Context, server string, rows int, logStmts bool) (string, string, func(), error) {

@@ -15,8 +15,9 @@ type LeaderElection struct {
 	// CheckInterval is how often a leader checks that its lease session
 	// is alive; a failed check stops its work at once.
 	CheckInterval time.Duration `yaml:"check_interval"`
-	// RetryInterval is how often a standby tries to take a task no one
-	// leads.
+	// RetryInterval is how soon a replica opens its lease session again
+	// after failing to open it or losing it (a standby with a session
+	// waits for a leader's lease instead of trying at an interval).
 	RetryInterval time.Duration `yaml:"retry_interval"`
 }
 

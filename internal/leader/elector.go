@@ -17,6 +17,9 @@ type Session interface {
 	// waiting, and reports for each whether it took it and, if not, who
 	// holds it. With no keys it only checks that the session answers.
 	TryLock(ctx context.Context, keys []int64) ([]Try, error)
+	// Wait takes the advisory lock of key, waiting for it at most wait,
+	// in one statement; it reports false when the wait ended without it.
+	Wait(ctx context.Context, key int64, wait time.Duration) (bool, error)
 	// Unlock releases the advisory lock of each key.
 	Unlock(ctx context.Context, keys []int64) error
 	Close()
@@ -46,6 +49,9 @@ type Elector struct {
 
 	sess        Session // used by Run's goroutine only
 	dialFailing bool    // the last dial failed; Run's goroutine only
+	// again: the last round went again at once for a lock freed during
+	// its try (awaitHeld); Run's goroutine only.
+	again bool
 
 	mu       sync.Mutex
 	acquired map[string]time.Time // tasks whose lock the session holds, since
@@ -149,6 +155,9 @@ func (e *Elector) Run(ctx context.Context) {
 	}()
 	for {
 		holding := e.round(ctx)
+		if !holding && e.awaitHeld(ctx) {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -252,6 +261,62 @@ func (e *Elector) tryLocks(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// awaitHeld is what a replica that holds no lock does after its try,
+// with Timing.Wait set: it waits, in one statement of at most Wait, for
+// the lock of the first task another replica leads, which the server
+// grants the moment that replica's session ends or frees it. It reports
+// whether the next round comes at once: after the wait (a lock taken:
+// that round tries the others; none: it tries all again and reads who
+// leads them), or when the try found a lock freed since (once in a row).
+// It reports false, for the usual pause, with nothing to wait for, no
+// session, a session lost, or a wait that ended early.
+func (e *Elector) awaitHeld(ctx context.Context) bool {
+	if e.timing.Wait <= 0 || e.sess == nil {
+		return false
+	}
+	e.mu.Lock()
+	var task string
+	freed := false
+	for _, t := range e.tasks {
+		if h := e.holders[t]; h == "" {
+			freed = true
+		} else if task == "" {
+			task = t
+		}
+	}
+	e.mu.Unlock()
+	if freed || task == "" {
+		again := freed && !e.again
+		e.again = again
+		return again
+	}
+	e.again = false
+	start := e.now()
+	qctx, cancel := context.WithTimeout(ctx, e.timing.Wait+e.timing.Check)
+	got, err := e.sess.Wait(qctx, Key(task), e.timing.Wait)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			e.logger.Warn("leader election: lease session lost while waiting for a lease", "err", err)
+		}
+		e.lose(err)
+		return false
+	}
+	if !got {
+		return e.now().Sub(start) >= e.timing.Wait/2
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !slices.Contains(e.tasks, task) {
+		e.release = append(e.release, Key(task)) // dropped by SetTasks meanwhile
+		return true
+	}
+	e.acquired[task] = e.now()
+	delete(e.holders, task)
+	e.logger.Info("leader election: lease taken after waiting for it; leading after the takeover wait", "task", task, "wait", e.timing.Takeover())
+	return true
 }
 
 // due returns the tasks acquired at least takeover before now that are

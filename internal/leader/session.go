@@ -2,10 +2,12 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pg"
@@ -68,6 +70,31 @@ func (s *pgSession) TryLock(ctx context.Context, keys []int64) ([]Try, error) {
 		return nil, fmt.Errorf("pg_try_advisory_lock: %w", err)
 	}
 	return out, nil
+}
+
+// lockNotAvailable is the SQLSTATE of a lock wait ended by lock_timeout.
+const lockNotAvailable = "55P03"
+
+// Wait takes the lock of key, waiting for it at most wait: one statement
+// that the server answers the moment the lock is freed (the holder's
+// session ended or freed it). The statement's limits are raised for this
+// one transaction only (set_config(..., true) before it in the same
+// batch), so the session's own limits stay those of its checks.
+func (s *pgSession) Wait(ctx context.Context, key int64, wait time.Duration) (bool, error) {
+	ms := wait.Milliseconds()
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
+		fmt.Sprint(ms), fmt.Sprint(ms+time.Second.Milliseconds()))
+	b.Queue(`SELECT pg_advisory_lock($1)`, key)
+	err := s.conn.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == lockNotAvailable {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pg_advisory_lock: %w", err)
+	}
+	return true, nil
 }
 
 func (s *pgSession) Close() {

@@ -3,13 +3,14 @@
 // by.
 //
 // A task's lease is a session-level PostgreSQL advisory lock, taken with
-// pg_try_advisory_lock on a key derived from the task's name, held by the
-// one lease session each replica keeps on the configured database's
-// server. An advisory lock needs no privilege and no write, so the
-// exporter's read-only role can hold it; the server releases it the
-// moment the session ends, whether the replica closed it, died or was
-// terminated. No protocol of our own decides anything: the server's lock
-// table does.
+// pg_try_advisory_lock (or waited for with pg_advisory_lock by a
+// replica that holds none: Timing.Wait) on a key derived from the task's
+// name, held by the one lease session each replica keeps on the
+// configured database's server. An advisory lock needs no privilege and
+// no write, so the exporter's read-only role can hold it; the server
+// releases it the moment the session ends, whether the replica closed
+// it, died or was terminated. No protocol of our own decides anything:
+// the server's lock table does.
 //
 // Timing (Timing): the holder checks its session every Check, each check
 // bounded by Check; a failed check ends every term at once. A replica that
@@ -46,13 +47,28 @@ func Key(task string) int64 {
 // Task names a task: "reconcile/NAME" or "audit/NAME".
 func Task(kind, name string) string { return kind + "/" + name }
 
+// StandbyWait is the Wait of the exporter's replicas: a minute, so that
+// a standby costs the server two small transactions a minute, reads who
+// leads once a minute, and keeps a snapshot no longer than that.
+const StandbyWait = time.Minute
+
 // Timing is the election's clock.
 type Timing struct {
 	// Check is how often a session is checked, and how long one check may
 	// take.
 	Check time.Duration
-	// Retry is how often a replica tries to take a task it does not lead.
+	// Retry is how often a replica tries to take a task it does not
+	// lead when it does not wait for one (Wait zero), and how soon it
+	// opens its session again after losing it.
 	Retry time.Duration
+	// Wait, when set, is how long a replica that holds no lock waits, in
+	// one statement, for the lock of a task another replica leads,
+	// before it tries every task again and reads who leads them: the
+	// server grants the lock the moment its holder's session ends, and a
+	// standby costs the server two transactions per Wait instead of one
+	// per Retry. The statement holds a snapshot while it waits, so
+	// VACUUM on that server keeps rows deleted for at most Wait longer.
+	Wait time.Duration
 }
 
 // StopBound is how long after its session last answered a leader may
@@ -85,11 +101,17 @@ type Failover struct {
 	Partition time.Duration
 }
 
-// Bounds returns the failover bounds: the lock is freed, a standby's
-// next try comes within Retry and takes at most Check, then it waits
-// Takeover.
+// Bounds returns the failover bounds. Without Wait: the lock is freed,
+// a standby's next try comes within Retry and takes at most Check, then
+// it waits Takeover. With Wait: a standby waiting for the lock gets it
+// at once; one between two waits, or one leading another task, takes it
+// within the statement it is sending (at most Check) and the next (at
+// most Check); then it waits Takeover.
 func (t Timing) Bounds() Failover {
 	after := t.Retry + t.Check + t.Takeover()
+	if t.Wait > 0 {
+		after = 2*t.Check + t.Takeover()
+	}
 	ka := t.Keepalive()
 	return Failover{Exit: after, Partition: ka.Total() + after}
 }

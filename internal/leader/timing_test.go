@@ -50,6 +50,11 @@ func TestTimingOrdersTheBounds(t *testing.T) {
 		if b.Exit != tm.Retry+tm.Check+tm.Takeover() || b.Partition != ka.Total()+b.Exit {
 			t.Errorf("check %v: bounds %+v", check, b)
 		}
+		// A standby that waits for the lock needs no Retry.
+		tm.Wait = StandbyWait
+		if b := tm.Bounds(); b.Exit != 2*tm.Check+tm.Takeover() || b.Partition != ka.Total()+b.Exit {
+			t.Errorf("check %v, wait %v: bounds %+v", check, tm.Wait, b)
+		}
 	}
 	tm := Timing{Check: 2 * time.Second, Retry: 5 * time.Second}
 	if tm.wait(true) != tm.Check || tm.wait(false) != tm.Retry {

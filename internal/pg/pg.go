@@ -4,11 +4,16 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-exporter/outbox_exporter/internal/config"
@@ -55,7 +60,7 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 	// benefit from a server-side plan (the outbox sampler's, reconcile's)
 	// prepare themselves per connection or ask for the statement cache.
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-	pingReused(pc)
+	noPings(pc)
 	fence(pc)
 	return pc, nil
 }
@@ -64,26 +69,50 @@ func PoolConfig(db *config.Database) (*pgxpool.Config, error) {
 // out by its pool.
 const freshKey = "outbox_exporter.fresh"
 
-// pingReused has the pool ping every session it hands out again before
-// handing it out, and no new one. A session the server ended since its
-// last use (a restart, pg_terminate_backend) fails whatever is sent on
-// it, and a database's collections go together in one round on one
-// session (rounds.go): without the ping, one dead session left in the
-// pool would fail all of them once more after the database is back.
-// pgx's default pings only sessions idle for over a second.
-func pingReused(pc *pgxpool.Config) {
+// noPings marks each new session fresh and has the pool hand out every
+// session without a ping: a ping is one more transaction on the server
+// per session handed out (pgx pings those idle over a second, which is
+// every session at every scrape). A session the server ended since its
+// last use (a restart, pg_terminate_backend) is found instead by the
+// first exchange of the transaction it was handed out for, which is then
+// sent again on the next session (ReadOnly, Rounds): a database's
+// collections, sent together in one round on one session, do not all
+// fail once more after the database is back.
+func noPings(pc *pgxpool.Config) {
 	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		c.PgConn().CustomData()[freshKey] = true
 		return nil
 	}
-	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
-		d := p.Conn.PgConn().CustomData()
-		if d[freshKey] != nil {
-			delete(d, freshKey)
-			return false
-		}
+	pc.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+}
+
+// handedOutBefore reports whether conn was handed out by its pool before
+// this use, and marks it so.
+func handedOutBefore(conn *pgx.Conn) bool {
+	d := conn.PgConn().CustomData()
+	if d[freshKey] == nil {
 		return true
 	}
+	delete(d, freshKey)
+	return false
+}
+
+// endedBefore reports whether err, from the first exchange on conn, says
+// that the session had ended before: the exchange ended the session with
+// a connection-level error (a FATAL message of the server, a network
+// error), and not because ctx ended. What was sent on it is read-only, so
+// sending it again on another session repeats nothing.
+func endedBefore(ctx context.Context, conn *pgx.Conn, err error) bool {
+	if err == nil || ctx.Err() != nil || !conn.IsClosed() {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Severity == "FATAL" || strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // Open creates a pool for db. It does not connect: the first query does,

@@ -37,6 +37,11 @@ type Rounds struct {
 	mu      sync.Mutex
 	queue   []*job
 	leaders int // rounds running, at most the pool's sessions
+	// opening counts the leaders still taking their session: a
+	// collection that asks meanwhile waits to go in their first round
+	// (the collections of one scrape, asking at once, share one
+	// transaction) instead of taking another session for itself.
+	opening int
 	changed chan struct{}
 	// rounds counts the rounds sent, ended those whose last
 	// transaction ended with the session (tests).
@@ -115,9 +120,10 @@ func (r *Rounds) Run(ctx context.Context, j Job) error {
 	r.mu.Unlock()
 	for {
 		r.mu.Lock()
-		lead := !jb.taken && r.leaders < r.sessions
+		lead := !jb.taken && r.leaders < r.sessions && r.opening == 0
 		if lead {
 			r.leaders++
+			r.opening++
 		}
 		changed := r.changed
 		r.mu.Unlock()
@@ -150,6 +156,15 @@ func (r *Rounds) Run(ctx context.Context, j Job) error {
 	}
 }
 
+// openedLocked notes that a leader took its session and the queue (or
+// found no session), and wakes the collections waiting for it.
+func (r *Rounds) openedLocked() {
+	if r.opening > 0 {
+		r.opening--
+		r.wakeLocked()
+	}
+}
+
 func (r *Rounds) wakeLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -167,8 +182,18 @@ func (r *Rounds) dropLocked(jb *job) {
 // lead takes a session and sends the queue in rounds until it is
 // empty (a collection that came late is sent on the same session, not
 // on one opened anew); it returns an error only when it found no
-// session.
+// session. A round whose first exchange finds that the session it was
+// handed had ended since its last use (pools do not ping, see noPings)
+// goes again, whole, on the next session.
 func (r *Rounds) lead(ctx context.Context) error {
+	opening := true
+	defer func() {
+		if opening {
+			r.mu.Lock()
+			r.openedLocked()
+			r.mu.Unlock()
+		}
+	}()
 	pool := r.pool.Value()
 	if pool == nil {
 		return errors.New("acquire a connection: the pool is gone")
@@ -177,27 +202,61 @@ func (r *Rounds) lead(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("acquire a connection: %w", err)
 	}
-	defer conn.Release()
+	defer func() {
+		if conn != nil {
+			conn.Release()
+		}
+	}()
+	again := handedOutBefore(conn.Conn())
+	var jobs []*job
 	for !conn.Conn().IsClosed() {
-		r.mu.Lock()
-		jobs := r.queue
-		r.queue = nil
-		for _, jb := range jobs {
-			jb.taken = true
+		if jobs == nil {
+			jobs, opening = r.take(opening), false
+			if jobs == nil {
+				return nil
+			}
 		}
-		if len(jobs) == 0 {
-			r.mu.Unlock()
-			return nil
+		ok, ended := r.round(ctx, conn.Conn(), jobs, again)
+		if ended {
+			conn.Release()
+			if conn, err = pool.Acquire(ctx); err != nil {
+				conn = nil
+				for _, jb := range jobs {
+					jb.fail(fmt.Errorf("acquire a connection: %w", err))
+				}
+				return nil
+			}
+			again = handedOutBefore(conn.Conn())
+			continue
 		}
-		r.rounds++
-		r.mu.Unlock()
-		if !r.round(ctx, conn.Conn(), jobs) {
+		jobs = nil
+		if !ok {
 			// A panic may have left the session in the middle of a
 			// batch: it sends nothing more.
 			closeConn(conn.Conn())
 		}
 	}
 	return nil
+}
+
+// take takes the queue for a round; nil when it is empty. For a leader
+// still opening, it notes in the same step that the leader opened.
+func (r *Rounds) take(opening bool) []*job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if opening {
+		r.openedLocked()
+	}
+	jobs := r.queue
+	r.queue = nil
+	if len(jobs) == 0 {
+		return nil
+	}
+	for _, jb := range jobs {
+		jb.taken = true
+	}
+	r.rounds++
+	return jobs
 }
 
 // closesKey keys, in a session's custom data, the budget's word on
@@ -224,8 +283,11 @@ func (r *Rounds) closes(conn *pgx.Conn) bool {
 // round sends jobs on conn and gives each its result. A panic in a
 // job's code (its callbacks run here, on the leader's goroutine) fails
 // the jobs of the round not yet finished, instead of leaving their
-// callers waiting for ever; round then reports false.
-func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok bool) {
+// callers waiting for ever; round then reports false. When again (conn
+// was handed out before) and the round's first exchange finds the
+// session ended (endedBefore), no job has its result: round reports
+// ended, and the jobs go again on another session.
+func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job, again bool) (ok, ended bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			ok = false
@@ -236,10 +298,18 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok boo
 			}
 		}
 	}()
+	// gone reports whether err says that the session had ended before
+	// the round, no job having had its result yet.
+	gone := func(err error) bool {
+		return again && endedBefore(ctx, conn, err) && !slices.ContainsFunc(jobs, func(jb *job) bool { return jb.finished })
+	}
 	ready := jobs[:0:0]
 	for _, jb := range jobs {
 		if jb.Before != nil {
 			if err := jb.Before(ctx, conn); err != nil {
+				if gone(err) {
+					return true, true
+				}
 				jb.fail(err)
 				continue
 			}
@@ -249,14 +319,21 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok boo
 	afters := slices.ContainsFunc(ready, func(jb *job) bool { return jb.After != nil })
 	failed := ready
 	if len(ready) > 1 {
-		failed = together(ctx, conn, ready, func(again []*job) bool {
+		var err error
+		failed, err = together(ctx, conn, ready, func(again []*job) bool {
 			return len(again) == 0 && !afters && r.closes(conn)
 		})
+		if len(failed) == len(ready) && gone(err) {
+			return true, true
+		}
 	}
 	for i, jb := range failed {
 		first, more := jb.Queue()
 		last := func() bool { return i == len(failed)-1 && !afters && r.closes(conn) }
 		if err := readOnlyBatch(ctx, conn, first, more, last); err != nil {
+			if len(failed) == len(ready) && i == 0 && gone(err) {
+				return true, true
+			}
 			jb.fail(err)
 		}
 	}
@@ -272,7 +349,7 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok boo
 		}
 		jb.finish(nil)
 	}
-	return true
+	return true, false
 }
 
 // together sends jobs' first queries in one batch and then their
@@ -280,8 +357,8 @@ func (r *Rounds) round(ctx context.Context, conn *pgx.Conn, jobs []*job) (ok boo
 // send again alone: all of them when the batch failed, those whose
 // follow-ups did not run when one failed (which fails with its error).
 // last tells, given the jobs to send again, whether the transaction's
-// end is the session's (readOnlyBatch).
-func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again []*job) bool) (again []*job) {
+// end is the session's (readOnlyBatch). err is the transaction's error.
+func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again []*job) bool) (again []*job, err error) {
 	b := &pgx.Batch{}
 	for _, jb := range jobs {
 		first, more := jb.Queue()
@@ -291,7 +368,7 @@ func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again 
 	again = jobs
 	// Its error is told by again, the jobs still to send: all when the
 	// batch failed, none when only the rollback did (what was read holds).
-	_ = readOnlyBatch(ctx, conn, b, func(tx pgx.Tx) error {
+	err = readOnlyBatch(ctx, conn, b, func(tx pgx.Tx) error {
 		for i, jb := range jobs {
 			again = jobs[i:]
 			if jb.more == nil {
@@ -306,7 +383,7 @@ func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again 
 		again = nil
 		return nil
 	}, func() bool { return last(again) })
-	return again
+	return again, err
 }
 
 // ReadInRound sends the queries queue returns, read-only, through db: in

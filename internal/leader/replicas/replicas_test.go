@@ -23,7 +23,7 @@ const task = "reconcile/search_index"
 
 // timing is the replicas' leader_election: check_interval 1s,
 // retry_interval 200ms.
-var timing = leader.Timing{Check: time.Second, Retry: 200 * time.Millisecond}
+var timing = leader.Timing{Check: time.Second, Retry: 200 * time.Millisecond, Wait: leader.StandbyWait}
 
 // replica is one exporter process.
 type replica struct {

@@ -1,0 +1,96 @@
+package leader
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
+)
+
+// counted is a Session that counts the statements sent on it.
+type counted struct {
+	Session
+	mu           sync.Mutex
+	tries, waits int
+}
+
+func (c *counted) TryLock(ctx context.Context, keys []int64) ([]Try, error) {
+	c.mu.Lock()
+	c.tries++
+	c.mu.Unlock()
+	return c.Session.TryLock(ctx, keys)
+}
+
+func (c *counted) Wait(ctx context.Context, key int64, wait time.Duration) (bool, error) {
+	c.mu.Lock()
+	c.waits++
+	c.mu.Unlock()
+	return c.Session.Wait(ctx, key, wait)
+}
+
+func (c *counted) statements() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tries + c.waits
+}
+
+// A standby waits for the leader's lock in one statement at a time: it
+// sends at most two statements per Wait (a try and a wait), not one per
+// Retry, and it takes the lock the moment the server ends the leader's
+// session, by its wait.
+func TestStandbyWaitsForTheLock(t *testing.T) {
+	db := pgtest.New(t)
+	dbc := roleDB(t, db)
+	// A wait outlasts the session's statement_timeout: it sets its own.
+	dbc.StatementTimeout = time.Second
+	tm := fast
+	tm.Wait = 2 * time.Second
+	a := New(tasks, PGDialer(dbc, "a:9187", tm, nil), tm, testutil.Quiet())
+	start(t, a)
+	waitUntil(t, "a leads every task", func() bool { return len(leaders(map[string]*Elector{"a": a})) == len(tasks) })
+
+	var log testutil.SyncBuffer
+	var sess *counted
+	var mu sync.Mutex
+	dial := PGDialer(dbc, "b:9187", tm, nil)
+	b := New(tasks, func(ctx context.Context) (Session, error) {
+		s, err := dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sess = &counted{Session: s}
+		return sess, nil
+	}, tm, slog.New(slog.NewTextHandler(&log, nil)))
+	began := time.Now()
+	start(t, b)
+	waitUntil(t, "b names the leader", func() bool { return b.Status()[0].Leader == "a:9187" })
+	// Three waits and a part: a standby that tried every Retry would
+	// have sent some 70 statements by then.
+	waitUntil(t, "b stands by for three waits", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return sess != nil && sess.statements() >= 7
+	})
+	mu.Lock()
+	n, span := sess.statements(), time.Since(began)
+	mu.Unlock()
+	if most := 2*int(span/tm.Wait) + 2; n > most {
+		t.Errorf("the standby sent %d statements in %v, more than %d (two per wait of %v)", n, span, most, tm.Wait)
+	}
+
+	db.Exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", AppName("a:9187"))
+	waitUntil(t, "b leads every task", func() bool { return len(leaders(map[string]*Elector{"b": b})) == len(tasks) })
+	if strings.Contains(log.String(), "lost") {
+		t.Errorf("the standby lost its session:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), "lease taken after waiting for it") {
+		t.Errorf("the standby took no lease by waiting for it:\n%s", log.String())
+	}
+}
