@@ -303,6 +303,16 @@ func (r *recorder) snapshot() *Snapshot {
 	return r.last
 }
 
+// lastAt returns when the last collection was recorded, and whether there
+// was one, without building the page's Snapshot: the background
+// collection asks every history step, and a Snapshot built for that
+// would be kept, a label map per series, until the next collection.
+func (r *recorder) lastAt() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at, r.have
+}
+
 func outboxKey(o string) string   { return "outbox/" + o }
 func groupKey(c, g string) string { return "group/" + c + "/" + g }
 

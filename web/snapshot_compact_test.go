@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"go/ast"
 	"go/constant"
 	"go/parser"
@@ -264,4 +265,29 @@ func vocabConsts(t *testing.T, dir string) map[string]string {
 		})
 	}
 	return out
+}
+
+// Deciding whether the background collection is due reads only the
+// time of the last one: the page's Snapshot is not built for it (and
+// then kept until the next collection).
+func TestRefreshDueBuildsNoSnapshot(t *testing.T) {
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	rec := &recorder{history: history.New(time.Hour, historyStep, 500)}
+	s := pageServer(rec)
+	if !s.refreshDue(at) {
+		t.Fatal("refresh not due before any collection")
+	}
+	rec.record(at, richFamilies(1, vocabMetricNames(t, "../internal/vocab")))
+	if s.refreshDue(at.Add(historyStep - time.Second)) {
+		t.Fatal("refresh due within a history step of the last collection")
+	}
+	if !s.refreshDue(at.Add(historyStep)) {
+		t.Fatal("refresh not due a history step after the last collection")
+	}
+	if rec.last != nil {
+		t.Fatal("refreshDue built the page's Snapshot")
+	}
+	if s.freshenForPage(context.Background(), at); rec.last != nil {
+		t.Fatal("freshenForPage built the page's Snapshot")
+	}
 }
