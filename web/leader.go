@@ -84,8 +84,8 @@ func (s *Server) refreshDue(now time.Time) bool {
 	if standingBy(s.App()) {
 		return false
 	}
-	snap := s.rec.snapshot()
-	return snap == nil || now.Sub(snap.At) >= historyStep
+	at, ok := s.rec.lastAt()
+	return !ok || now.Sub(at) >= historyStep
 }
 
 // freshenForPage collects once before a page view at now on a replica
@@ -97,7 +97,7 @@ func (s *Server) freshenForPage(ctx context.Context, now time.Time) {
 	if !standingBy(s.App()) {
 		return
 	}
-	if snap := s.rec.snapshot(); snap == nil || now.Sub(snap.At) >= historyStep {
+	if at, ok := s.rec.lastAt(); !ok || now.Sub(at) >= historyStep {
 		s.gather(ctx)
 	}
 }

@@ -167,15 +167,14 @@ type pageData struct {
 
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	s.freshenForPage(r.Context(), time.Now())
-	d := s.pageData(r)
+	d := s.pageData(r, time.Now())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pageTmpl.Execute(w, d); err != nil {
 		s.log.Error("render page", "err", err)
 	}
 }
 
-func (s *Server) pageData(r *http.Request) pageData {
-	now := time.Now()
+func (s *Server) pageData(r *http.Request, now time.Time) pageData {
 	d := pageData{
 		Version:    versionString(),
 		Now:        now,

@@ -2,7 +2,6 @@ package web
 
 import (
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -111,43 +110,129 @@ func (s *Snapshot) Values(name, label string) []string {
 	return out
 }
 
-func newSnapshot(at time.Time, mfs []*dto.MetricFamily) *Snapshot {
-	s := &Snapshot{At: at, Metrics: map[string][]Sample{}}
+// pageFamilies are the families the page reads from the last
+// collection (TestPageFamiliesCoverTheirReaders holds this list to the
+// page's code). The recorder keeps only these between scrapes: the
+// per-partition families and the rest of a scrape are not retained.
+var pageFamilies = map[string]bool{
+	vocab.CollectorSuccess: true, vocab.CollectorDuration: true,
+	vocab.OutboxOldestPendingAge: true, vocab.OutboxDeadline: true, vocab.OutboxPastDeadline: true,
+	vocab.OutboxRetried: true, vocab.OutboxUnknownResult: true, vocab.OutboxEvents: true,
+	vocab.ConsumerLagSeconds: true, vocab.ConsumerLagMessages: true, vocab.ConsumerGroupMembers: true,
+	vocab.ConsumerUncommitted: true, vocab.ConsumerDeadline: true,
+	vocab.ShareGroupInfo: true, vocab.ShareGroupLagMessages: true, vocab.ShareGroupLagSeconds: true,
+	vocab.ShareGroupMembers:    true,
+	vocab.ReconcileRowsChecked: true, vocab.ReconcileLastSuccess: true, vocab.ReconcileGaps: true,
+	vocab.AuditChecked: true, vocab.AuditMissingInBroker: true, vocab.AuditUnmarkedInBroker: true,
+	vocab.AuditDuplicates: true,
+	vocab.CDCDeadline:     true, vocab.CDCSlotMissing: true, vocab.CDCSlotLagSeconds: true, vocab.CDCSlotLagBytes: true,
+	vocab.CDCSlotLagLowerBound: true, vocab.CDCSlotLagUpperBound: true, vocab.CDCSlotActive: true,
+	vocab.CDCSlotLagAtLeastSeconds: true, vocab.CDCSlotWALStatus: true,
+}
+
+// sampleRun is a run of samples of one family with the same label
+// names: their label values, len(keys) per sample, and their values.
+// A sample costs its values' string headers and a float, not a
+// dto.Metric with a LabelPair per label.
+type sampleRun struct {
+	keys   []string
+	vals   []string
+	values []float64
+}
+
+// compactFamily is one family the page reads, in the order gathered.
+type compactFamily struct {
+	name string
+	runs []sampleRun
+}
+
+// compactFamilies keeps the gauge and counter samples of the families
+// the page reads; the label value strings are shared with the gathered
+// families, not copied.
+func compactFamilies(mfs []*dto.MetricFamily) []compactFamily {
+	var out []compactFamily
 	for _, mf := range mfs {
-		name := mf.GetName()
-		if !strings.HasPrefix(name, "outbox_") {
+		if !pageFamilies[mf.GetName()] {
 			continue
 		}
-		for _, m := range mf.Metric {
+		f := compactFamily{name: mf.GetName()}
+		var run *sampleRun
+		for i, m := range mf.Metric {
 			v, ok := sampleValue(m)
 			if !ok {
 				continue
 			}
-			labels := make(map[string]string, len(m.Label))
-			for _, l := range m.Label {
-				labels[l.GetName()] = l.GetValue()
+			if run == nil || !sameKeys(run.keys, m.Label) {
+				// Sized for the rest of the family: one run, as a
+				// family of one descriptor is, takes no more.
+				rest := len(mf.Metric) - i
+				keys := make([]string, len(m.Label))
+				for j, l := range m.Label {
+					keys[j] = l.GetName()
+				}
+				f.runs = append(f.runs, sampleRun{keys: keys,
+					vals: make([]string, 0, rest*len(keys)), values: make([]float64, 0, rest)})
+				run = &f.runs[len(f.runs)-1]
 			}
-			s.Metrics[name] = append(s.Metrics[name], Sample{Labels: labels, Value: v})
+			for _, l := range m.Label {
+				run.vals = append(run.vals, l.GetValue())
+			}
+			run.values = append(run.values, v)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func sameKeys(keys []string, labels []*dto.LabelPair) bool {
+	if len(keys) != len(labels) {
+		return false
+	}
+	for i, l := range labels {
+		if keys[i] != l.GetName() {
+			return false
+		}
+	}
+	return true
+}
+
+// newSnapshot builds the page's Snapshot (a label map per sample) from
+// the kept families.
+func newSnapshot(at time.Time, fams []compactFamily) *Snapshot {
+	s := &Snapshot{At: at, Metrics: map[string][]Sample{}}
+	for _, f := range fams {
+		for _, run := range f.runs {
+			n := len(run.keys)
+			for i, v := range run.values {
+				labels := make(map[string]string, n)
+				for j, k := range run.keys {
+					labels[k] = run.vals[i*n+j]
+				}
+				s.Metrics[f.name] = append(s.Metrics[f.name], Sample{Labels: labels, Value: v})
+			}
 		}
 	}
 	return s
 }
 
-// recorder keeps the last gathered families and feeds the trend history.
-// The page's Snapshot (a label map per sample) is built from them only
-// when the page asks: a scrape pays for the history's two metrics, read
-// in one pass each, not for a map per exported series.
+// recorder keeps the page's families of the last gathering, compacted,
+// and feeds the trend history. The page's Snapshot is built from them
+// only when the page asks: a scrape pays for the history's two metrics,
+// read in one pass each, and for a slice of label values per kept
+// series, not for a map per exported series.
 type recorder struct {
 	mu      sync.Mutex
 	at      time.Time
-	mfs     []*dto.MetricFamily
+	fams    []compactFamily
+	have    bool
 	last    *Snapshot
 	history *history.Store
 }
 
 func (r *recorder) record(at time.Time, mfs []*dto.MetricFamily) {
+	fams := compactFamilies(mfs)
 	r.mu.Lock()
-	r.at, r.mfs, r.last = at, mfs, nil
+	r.at, r.fams, r.have, r.last = at, fams, true, nil
 	r.mu.Unlock()
 	var pending, lag, deadline *dto.MetricFamily
 	for _, mf := range mfs {
@@ -212,10 +297,20 @@ func sampleValue(m *dto.Metric) (float64, bool) {
 func (r *recorder) snapshot() *Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.last == nil && r.mfs != nil {
-		r.last = newSnapshot(r.at, r.mfs)
+	if r.last == nil && r.have {
+		r.last = newSnapshot(r.at, r.fams)
 	}
 	return r.last
+}
+
+// lastAt returns when the last collection was recorded, and whether there
+// was one, without building the page's Snapshot: the background
+// collection asks every history step, and a Snapshot built for that
+// would be kept, a label map per series, until the next collection.
+func (r *recorder) lastAt() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at, r.have
 }
 
 func outboxKey(o string) string   { return "outbox/" + o }
