@@ -96,6 +96,14 @@ func runScrape(o options) {
 		fmt.Printf("\nGrowth %[1]d -> %[2]d groups (x%.0[3]f): scrape steady x%.2[4]f, %[9]s warm x%.2[5]f; scrape cold x%.2[6]f, %[9]s cold x%.2[7]f; heap x%.2[8]f\n",
 			a.groups, b.groups, g, ratio(b.scrapeWarm, a.scrapeWarm), ratio(b.lagWarm, a.lagWarm),
 			ratio(b.scrapeCold, a.scrapeCold), ratio(b.lagCold, a.lagCold), float64(b.heapInUse)/float64(max(a.heapInUse, 1)), base)
+		if b.heapInUse > a.heapInUse {
+			// What each added group costs, apart from what the exporter
+			// holds whatever the number of groups (the registry, the
+			// HTTP server, a kept gzip writer): heap per group divides
+			// those too, which weighs at small sizes.
+			fmt.Printf("Heap of each group added from %d to %d groups: %.1f KB\n",
+				a.groups, b.groups, float64(b.heapInUse-a.heapInUse)/1024/float64(b.groups-a.groups))
+		}
 	}
 	fmt.Printf("Peak RSS of the measured process: %s (the broker is a child process)\n", mb(peakRSS()))
 	for _, r := range rows {
