@@ -5,11 +5,9 @@ import (
 	"context"
 	"go/ast"
 	"go/constant"
-	"go/parser"
 	"go/token"
 	"math/rand/v2"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -162,19 +160,8 @@ func TestCompactRecorderShowsTheFullPage(t *testing.T) {
 // the package's source.
 func TestPageFamiliesCoverTheirReaders(t *testing.T) {
 	consts := vocabConsts(t, "../internal/vocab")
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	read := map[string]bool{}
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range sourceFiles(t, ".") {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if !ok || fn.Body == nil || !readsSnapshot(fn) {
@@ -234,19 +221,8 @@ func readsSnapshot(fn *ast.FuncDecl) bool {
 // to its value.
 func vocabConsts(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range sourceFiles(t, dir) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || len(vs.Names) != len(vs.Values) {

@@ -101,19 +101,8 @@ func describedNames(t *testing.T, file string) map[string]bool {
 // package in dir (test files left out) that name metrics (outbox_...).
 func vocabMetricNames(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range sourceFiles(t, dir) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
@@ -124,6 +113,28 @@ func vocabMetricNames(t *testing.T, dir string) []string {
 			}
 			return true
 		})
+	}
+	return out
+}
+
+// sourceFiles parses the Go files of the package in dir, its tests left
+// out.
+func sourceFiles(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*ast.File
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f)
 	}
 	return out
 }
