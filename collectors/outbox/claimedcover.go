@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -54,10 +53,12 @@ func queueClaimedWalks(b *pgx.Batch, spec *boundSpec, r *read) {
 // with a deadline override (and "other" after it) by the range of that
 // value, which must end within the budget. When a series is left (one
 // folded into "other" that no walk met) the walks are dropped for the
-// per combination skip-scans.
-func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
+// per combination skip-scans. b holds the probes of the unpublished
+// rows (cover.go), sent with the probes of the claimed rows in one round
+// trip.
+func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read, b *pgx.Batch) error {
 	if len(r.claimed) == 0 {
-		return nil
+		return sendProbes(ctx, tx, b)
 	}
 	k := spec.ClaimedBudget()
 	// After the per combination read of the pending rows, the sample
@@ -68,7 +69,7 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 		firsts []string
 	}
 	needs := make([]need, len(r.claimed))
-	b := &pgx.Batch{}
+	cb := &pgx.Batch{}
 	for i := range r.claimed {
 		w := &r.claimed[i]
 		if fallback {
@@ -100,14 +101,16 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 			}
 		}
 		if q := spec.ClaimedProbeQuery(needs[i].combos, needs[i].firsts, w.part, k); q != "" && !fallback {
-			queueGroups(b, q, spec, w.kind(), &w.probes, "read the claimed rows of the label sets the walks missed (capped)")
+			queueGroups(cb, q, spec, w.kind(), &w.probes, "read the claimed rows of the label sets the walks missed (capped)")
 		}
 	}
-	if !fallback && b.Len() > 0 {
-		// Not prepared: the values are in the text.
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("probe the claimed rows of label sets: %w", err)
-		}
+	if !fallback {
+		b.QueuedQueries = append(b.QueuedQueries, cb.QueuedQueries...)
+	}
+	if err := sendProbes(ctx, tx, b); err != nil {
+		return err
+	}
+	if !fallback && cb.Len() > 0 {
 		for i := range r.claimed {
 			if !s.firstsCovered(r.admitted, &r.claimed[i], needs[i].firsts, k) {
 				fallback = true

@@ -28,45 +28,62 @@ func (s *Sampler) cover(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read
 		return nil
 	}
 	probes, fallback := s.uncovered(spec, r)
-	if err := s.coverPending(ctx, tx, spec, r, probes, fallback); err != nil {
-		return err
-	}
-	return s.coverClaimed(ctx, tx, spec, r)
-}
-
-// coverPending reads the series of unpublished rows the walk missed:
-// probes, the combinations to read one by one, or, with fallback, every
-// combination by the skip-scan.
-func (s *Sampler) coverPending(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read, probes [][]string, fallback bool) error {
-	switch {
-	case fallback:
-		r.fallback = true
-		b := &pgx.Batch{}
-		queueGroups(b, spec.PendingQuery(), spec, partPending, &r.groups, "count pending rows per label set (capped)")
-		if q := spec.OldestQuery(); q != "" {
-			nl := len(s.o.Labels)
-			b.Queue(q).Query(func(rows pgx.Rows) (err error) {
-				if r.oldest, err = scanOldest(rows, nl); err != nil {
-					return fmt.Errorf("find the oldest row per label set (capped): %w", err)
-				}
-				return nil
-			})
-		}
-		if err := pg.SendBatch(ctx, tx, b); err != nil {
+	b := &pgx.Batch{}
+	if fallback {
+		if err := s.pendingSkipScan(ctx, tx, spec, r); err != nil {
 			return err
 		}
-		return s.coverPast(ctx, tx, spec, r)
-	case len(probes) > 0:
-		b := &pgx.Batch{}
-		k := max(s.o.MaxCount/len(probes), 1)
-		queueGroups(b, spec.ProbeQuery(probes, k, false), spec, partProbe, &r.groups, "read the label sets the oldest rows missed (capped)")
-		// The oldest row of each, claimed or not, for its age alone.
-		queueGroups(b, spec.ProbeQuery(probes, 1, true), spec, partProbeAge, &r.groups, "read the oldest rows of the label sets the walk missed (capped)")
-		// Not prepared: the values are in the text, which changes
-		// with them.
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("probe label sets: %w", err)
-		}
+	} else {
+		// Sent with the probes of the claimed rows, in one round trip:
+		// which of those are needed does not depend on these.
+		s.queuePendingProbes(b, spec, r, probes)
+	}
+	return s.coverClaimed(ctx, tx, spec, r, b)
+}
+
+// pendingSkipScan reads every combination of unpublished rows by the
+// per combination skip-scan, when the walk missed a series folded into
+// "other".
+func (s *Sampler) pendingSkipScan(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
+	r.fallback = true
+	b := &pgx.Batch{}
+	queueGroups(b, spec.PendingQuery(), spec, partPending, &r.groups, "count pending rows per label set (capped)")
+	if q := spec.OldestQuery(); q != "" {
+		nl := len(s.o.Labels)
+		b.Queue(q).Query(func(rows pgx.Rows) (err error) {
+			if r.oldest, err = scanOldest(rows, nl); err != nil {
+				return fmt.Errorf("find the oldest row per label set (capped): %w", err)
+			}
+			return nil
+		})
+	}
+	if err := pg.SendBatch(ctx, tx, b); err != nil {
+		return err
+	}
+	return s.coverPast(ctx, tx, spec, r)
+}
+
+// queuePendingProbes queues on b the reads of probes, the combinations
+// of unpublished rows the walk missed, one by one; b is sent unprepared
+// (sendProbes).
+func (s *Sampler) queuePendingProbes(b *pgx.Batch, spec *boundSpec, r *read, probes [][]string) {
+	if len(probes) == 0 {
+		return
+	}
+	k := max(s.o.MaxCount/len(probes), 1)
+	queueGroups(b, spec.ProbeQuery(probes, k, false), spec, partProbe, &r.groups, "read the label sets the oldest rows missed (capped)")
+	// The oldest row of each, claimed or not, for its age alone.
+	queueGroups(b, spec.ProbeQuery(probes, 1, true), spec, partProbeAge, &r.groups, "read the oldest rows of the label sets the walk missed (capped)")
+}
+
+// sendProbes sends b, reads whose label values are in their text, which
+// changes with them: not prepared.
+func sendProbes(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("probe label sets: %w", err)
 	}
 	return nil
 }

@@ -38,6 +38,10 @@ type Sampler struct {
 	// slot (behind.go), 0 for any other: its samples need the slot's
 	// confirmed time.
 	behind time.Duration
+	// claimedWalks: the last sample found more than max_count rows
+	// claimed, so this one sends the walks of the claimed rows with
+	// their count, a round trip earlier.
+	claimedWalks bool
 }
 
 // NewSampler returns a sampler of outbox name.
@@ -94,6 +98,7 @@ func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) 
 		s.spec = nil
 		return nil, fmt.Errorf("sample outbox %q (table %s): %w", s.name, s.o.Table, err)
 	}
+	s.claimedWalks = r.claimedCount > int64(s.o.MaxCount)
 	return s.apply(r), nil
 }
 
@@ -255,6 +260,11 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 				}
 				return nil
 			})
+			if s.claimedWalks {
+				// Likely still more than max_count: walk them now,
+				// dropped if not (claimedCappedBatch).
+				queueClaimedWalks(b, spec, r)
+			}
 		}
 		if q := spec.UnknownQuery(); q != "" {
 			queueGroups(b, q, spec, partUnknown, &r.groups, "count unknown results (capped)")
@@ -291,6 +301,10 @@ func overCap(s *boundSpec, r *read, p part) bool {
 // is nothing to read.
 func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
 	claimed, unknown := r.claimedCount > int64(s.o.MaxCount), overCap(spec, r, partUnknown)
+	if !claimed {
+		// Walks sent with the count (claimedWalks) are not needed.
+		r.claimed = nil
+	}
 	b := &pgx.Batch{}
 	if q := spec.ClaimedQuery(); q != "" && r.claimedCount > 0 && !claimed {
 		queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")
@@ -310,7 +324,7 @@ func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
 		}
 		r.groups = kept
 	}
-	if claimed {
+	if claimed && r.claimed == nil {
 		queueClaimedWalks(b, spec, r)
 	}
 	if unknown {
