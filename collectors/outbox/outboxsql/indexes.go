@@ -119,6 +119,38 @@ func (s *Spec) Indexes() map[string]Index {
 		}
 		out["dead"] = Index{Name: IndexName(s.Name, "dead"), Columns: cols, Where: dp, For: "the dead-row count"}
 	}
+	s.claimedIndexes(out, r, up, labels, include)
+	if uk := s.unknownPredicate(""); uk != "" {
+		key := append(append([]string{}, labels...), s.OrderColumn())
+		out["unknown"] = Index{Name: IndexName(s.Name, "unknown"), Columns: key,
+			Include: include(key, o.Status, cc, o.Attempts), Where: and(up, not(r.claimed()), uk),
+			For: "the unknown results of unclaimed rows while capped"}
+	}
+	if uc := r.unclassified(); uc != "" {
+		cols := labels
+		if len(cols) == 0 {
+			cols = []string{s.OrderColumn()}
+		}
+		out["unclassified"] = Index{Name: IndexName(s.Name, "unclassified"), Columns: cols, Include: include(cols, o.Status),
+			Where: uc, For: "the unclassified-row count and check's list of unnamed statuses"}
+	}
+	if o.PublishedAt != "" {
+		out["published_at"] = Index{Name: IndexName(s.Name, "published_at"), Columns: []string{o.PublishedAt},
+			For: "the published counters' watermark"}
+	}
+	if s.LeaseColumn() != "" {
+		out["id"] = Index{Name: IndexName(s.Name, "id"), Columns: []string{o.ID},
+			For: "looking up what became of the leases seen live at the last sample"}
+	}
+	return out
+}
+
+// claimedIndexes adds to out the indexes of the claimed rows: the lease
+// (or claimed) index, the claimed rows with an unknown result, and the
+// claimed rows per label set.
+func (s *Spec) claimedIndexes(out map[string]Index, r sqlRules, up string, labels []string, include func([]string, ...string) []string) {
+	o := s.O
+	cc := claimColumn(o)
 	if cl := r.claimed(); cl != "" {
 		// Only claimed rows: the index stays small, and its predicate is
 		// not implied by the state query's, so the planner cannot pick it
@@ -143,27 +175,4 @@ func (s *Spec) Indexes() map[string]Index {
 			Include: include(key, o.Status, cc, o.Attempts, o.CreatedAt), Where: and(up, cl),
 			For: "the claimed rows per label set while more than max_count are claimed"}
 	}
-	if uk := s.unknownPredicate(""); uk != "" {
-		key := append(append([]string{}, labels...), s.OrderColumn())
-		out["unknown"] = Index{Name: IndexName(s.Name, "unknown"), Columns: key,
-			Include: include(key, o.Status, cc, o.Attempts), Where: and(up, not(r.claimed()), uk),
-			For: "the unknown results of unclaimed rows while capped"}
-	}
-	if uc := r.unclassified(); uc != "" {
-		cols := labels
-		if len(cols) == 0 {
-			cols = []string{s.OrderColumn()}
-		}
-		out["unclassified"] = Index{Name: IndexName(s.Name, "unclassified"), Columns: cols, Include: include(cols, o.Status),
-			Where: uc, For: "the unclassified-row count and check's list of unnamed statuses"}
-	}
-	if o.PublishedAt != "" {
-		out["published_at"] = Index{Name: IndexName(s.Name, "published_at"), Columns: []string{o.PublishedAt},
-			For: "the published counters' watermark"}
-	}
-	if s.LeaseColumn() != "" {
-		out["id"] = Index{Name: IndexName(s.Name, "id"), Columns: []string{o.ID},
-			For: "looking up what became of the leases seen live at the last sample"}
-	}
-	return out
 }
