@@ -95,7 +95,7 @@ func Rebuild(ctx context.Context, cfg *config.Config, logger *slog.Logger, prev 
 		b.a.Sessions = prev.Sessions
 		b.a.Sessions.SetLimit(cfg.SessionsPerServer)
 	}
-	b.a.Sessions.Plan(cfg.Databases)
+	b.a.Sessions.Plan(cfg.Databases, leaseDatabases(cfg)...)
 	for _, step := range []func(context.Context) error{b.pools, b.cdcs, b.outboxes, b.clusters, b.audits, b.reconcile, b.leader} {
 		if err := step(ctx); err != nil {
 			b.a.closeNew(b.kept)

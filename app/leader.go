@@ -176,3 +176,13 @@ func (c ledCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 	}
 	return c.Collector.Update(ctx, ch)
 }
+
+// leaseDatabases is the database whose server holds the replica's lease
+// session, if leader_election is configured: its room in the session
+// budget is kept from the pools' shares (pg.Budgets.Plan).
+func leaseDatabases(cfg *config.Config) []*config.Database {
+	if le := cfg.LeaderElection; le != nil && cfg.Databases[le.Database] != nil {
+		return []*config.Database{cfg.Databases[le.Database]}
+	}
+	return nil
+}

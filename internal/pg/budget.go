@@ -33,8 +33,9 @@ type Budgets struct {
 	mu      sync.Mutex
 	limit   int
 	servers map[string]*server
-	// databases counts the configured databases on each server (Plan).
-	databases map[string]int
+	// databases counts the configured databases on each server, leases
+	// the lease sessions kept there apart from the pools (Plan).
+	databases, leases map[string]int
 }
 
 // server is the budget of one host:port.
@@ -56,36 +57,49 @@ const idleRetry = 20 * time.Millisecond
 // NewBudgets returns budgets of limit sessions per server; 0 (a
 // configuration built without Parse) means the default.
 func NewBudgets(limit int) *Budgets {
-	return &Budgets{limit: orDefaultLimit(limit), servers: map[string]*server{}, databases: map[string]int{}}
+	return &Budgets{limit: orDefaultLimit(limit), servers: map[string]*server{}, databases: map[string]int{}, leases: map[string]int{}}
 }
 
 // Plan counts the databases of each server, before their pools open: a
 // pool then holds at most its share of the server's budget (and at least
 // one session), so that a database does not open a second session while
-// others wait for their first. A database whose DSN does not parse is
-// left out (OpenShared refuses it).
-func (b *Budgets) Plan(dbs map[string]*config.Database) {
-	counts := map[string]int{}
+// others wait for their first. leases are the databases on whose server
+// a lease session (leader election) is held for as long as the replica
+// runs: the room of each is taken from the pools' shares first. Were it
+// not, the pools' shares and the lease would add up to more than the
+// budget, and every time they all had work at once a pool would close
+// an idle session of another database to open one of its own, which the
+// other then opened again (each new session a new prepare and catalog
+// reads for the server). A database whose DSN does not parse is left
+// out (OpenShared refuses it).
+func (b *Budgets) Plan(dbs map[string]*config.Database, leases ...*config.Database) {
+	counts, held := map[string]int{}, map[string]int{}
 	for _, db := range dbs {
 		if key, err := ServerOf(db); err == nil {
 			counts[key]++
 		}
 	}
+	for _, db := range leases {
+		if key, err := ServerOf(db); err == nil {
+			held[key]++
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.databases = counts
+	b.databases, b.leases = counts, held
 }
 
 // poolSize is the sessions a pool of db on server key may hold: its
-// max_connections, at most its share of the budget, at least one.
+// max_connections, at most its share of the budget left by the server's
+// lease sessions, at least one.
 func (b *Budgets) poolSize(key string, maxConns int) int32 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	share := b.limit
+	share := b.limit - b.leases[key]
 	if n := b.databases[key]; n > 1 {
-		share = max(1, b.limit/n)
+		share /= n
 	}
-	return int32(min(maxConns, share))
+	return int32(max(1, min(maxConns, share)))
 }
 
 func orDefaultLimit(limit int) int {

@@ -203,3 +203,76 @@ func settledCount(t *testing.T, b *Budgets, db *config.Database, want int) int {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// With a lease session held on the server, the pools' shares leave its
+// room: two databases whose pools may each hold two sessions, on a server
+// allowing four, have every pool session busy at once beside the lease,
+// again and again, and no session is closed to make room for another
+// (each pool dials each of its sessions once).
+func TestPoolsLeaveRoomForTheLease(t *testing.T) {
+	const limit = 4
+	b := NewBudgets(limit)
+	dbs := map[string]*config.Database{}
+	for _, name := range []string{"main", "search"} {
+		dbs[name] = fencedPool(t, pgtest.New(t), 2)
+	}
+	b.Plan(dbs, dbs["main"])
+	ka := LeaseKeepalive{Idle: time.Second, Interval: time.Second, Count: 2}
+	lease, err := OpenLeaseSession(context.Background(), dbs["main"], "outbox_exporter leader test", ka, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close(context.Background())
+	var pools []*pgxpool.Pool
+	sizes := 0
+	for _, name := range []string{"main", "search"} {
+		pool, closePool, err := OpenShared(context.Background(), dbs[name], b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closePool)
+		pools = append(pools, pool)
+		sizes += int(pool.Config().MaxConns)
+	}
+	if sizes+1 > limit {
+		t.Fatalf("pools of %d sessions and the lease on a server allowing %d", sizes, limit)
+	}
+	for round := range 5 {
+		if err := holdAll(pools); err != nil {
+			t.Fatalf("round %d: every pool session busy at once beside the lease: %v", round, err)
+		}
+	}
+	var dialled int64
+	for _, pool := range pools {
+		dialled += pool.Stat().NewConnsCount()
+	}
+	if dialled != int64(sizes) {
+		t.Errorf("pools of %d sessions dialled %d: sessions were closed to make room", sizes, dialled)
+	}
+}
+
+// holdAll takes every session of each pool at once, runs a statement on
+// each, and gives them all back, whether or not it could take them all.
+func holdAll(pools []*pgxpool.Pool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var held []*pgxpool.Conn
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for _, pool := range pools {
+		for range pool.Config().MaxConns {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			held = append(held, c)
+			if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
