@@ -29,8 +29,10 @@ func (s *Sampler) cover(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read
 	}
 	probes, fallback := s.uncovered(spec, r)
 	b := &pgx.Batch{}
+	var past pastRead
 	if fallback {
-		if err := s.pendingSkipScan(ctx, tx, spec, r); err != nil {
+		var err error
+		if past, err = s.pendingSkipScan(ctx, tx, spec, r); err != nil {
 			return err
 		}
 	} else {
@@ -38,13 +40,17 @@ func (s *Sampler) cover(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read
 		// which of those are needed does not depend on these.
 		s.queuePendingProbes(b, spec, r, probes)
 	}
-	return s.coverClaimed(ctx, tx, spec, r, b)
+	if err := s.coverClaimed(ctx, tx, spec, r, b); err != nil {
+		return err
+	}
+	// Last: it folds what every read admits (otherexact.go).
+	return s.exactOther(ctx, tx, spec, r, past)
 }
 
 // pendingSkipScan reads every combination of unpublished rows by the
 // per combination skip-scan, when the walk missed a series folded into
 // "other".
-func (s *Sampler) pendingSkipScan(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
+func (s *Sampler) pendingSkipScan(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) (pastRead, error) {
 	r.fallback = true
 	b := &pgx.Batch{}
 	queueGroups(b, spec.PendingQuery(), spec, partPending, &r.groups, "count pending rows per label set (capped)")
@@ -58,7 +64,7 @@ func (s *Sampler) pendingSkipScan(ctx context.Context, tx pgx.Tx, spec *boundSpe
 		})
 	}
 	if err := pg.SendBatch(ctx, tx, b); err != nil {
-		return err
+		return pastRead{}, err
 	}
 	return s.coverPast(ctx, tx, spec, r)
 }
@@ -91,12 +97,12 @@ func sendProbes(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
 // coverPast completes the per combination skip-scan when it stopped
 // after MaxOldestTuples combinations: the oldest rows of the combinations
 // neither it nor the walk reached are read by time (OldestPastQuery), max_count of
-// them, for their ages alone, so that the oldest age of "other" (and of
-// an admitted combination past the skip-scan) stays exact unless more
-// than max_count rows of those combinations are older than its oldest.
-func (s *Sampler) coverPast(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) error {
-	if len(r.oldest) < outboxsql.MaxOldestTuples {
-		return nil
+// them, for their ages alone; what it leaves to do, when more than
+// max_count rows of those combinations are older than a series' oldest
+// row, is exactOther's.
+func (s *Sampler) coverPast(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read) (pastRead, error) {
+	if len(r.oldest) < outboxsql.MaxOldestTuples || spec.O.NoCreatedAt() {
+		return pastRead{}, nil
 	}
 	seen := make([][]string, 0, len(r.oldest))
 	for _, x := range r.oldest {
@@ -109,15 +115,27 @@ func (s *Sampler) coverPast(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *
 	}
 	q := spec.OldestPastQuery(seen, s.o.MaxCount)
 	if q == "" {
-		return nil
+		// Not read (an offsets table): nothing is known past the skip-scan.
+		return pastRead{need: true, full: true, since: -1}, nil
 	}
+	var past []group
 	b := &pgx.Batch{}
-	queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest rows past the per label set read (capped)")
+	queueGroups(b, q, spec, partProbeAge, &past, "read the oldest rows past the per label set read (capped)")
 	// Not prepared: the values are in the text.
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("read the oldest rows past the per label set read: %w", err)
+		return pastRead{}, fmt.Errorf("read the oldest rows past the per label set read: %w", err)
 	}
-	return nil
+	r.groups = append(r.groups, past...)
+	p := pastRead{need: true, since: -1}
+	var n int64
+	for _, g := range past {
+		n += g.rows
+		if p.since < 0 || g.age < p.since {
+			p.since = g.age
+		}
+	}
+	p.full = n >= int64(max(s.o.MaxCount, 1))
+	return p, nil
 }
 
 // uncovered returns the combinations to probe and whether the skip-scan
