@@ -21,7 +21,7 @@ import (
 // outboxDescs and described with the same names and help.
 var (
 	outboxEventsHelp         = "Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1."
-	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. While counts are capped, exact when the row is among the 1,000 oldest unpublished rows or the label set among the first 10,000 label combinations, else a lower bound younger than those rows. On a lagging standby, as of the last replayed commit."
+	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. Exact while counts are capped too, at any number of label combinations. On a lagging standby, as of the last replayed commit."
 	outboxDeadlineHelp       = "The configured notification deadline of these events in seconds."
 	outboxPastDeadlineHelp   = "Unpublished rows older than their deadline. A lower bound while outbox_events_capped is 1."
 	outboxRetriedHelp        = "Unpublished rows with attempts > 0. A lower bound while outbox_events_capped is 1."
