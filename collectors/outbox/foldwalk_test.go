@@ -21,7 +21,8 @@ import (
 // seeded random caps (one to three labels, pinned first values, values
 // and combinations admitted in two rounds), the query for each series
 // must return exactly the oldest row that Fold puts into that series,
-// and nothing for a series no row folds into.
+// and nothing for a series no row folds into; and so must one walk over
+// every series at once.
 func TestFoldOldestQueryOracle(t *testing.T) {
 	env := newOracleEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -126,12 +127,43 @@ func runFoldSeed(ctx context.Context, t *testing.T, env *oracleEnv, seed uint64)
 			t.Errorf("%d labels, fold %+v: %q read %+v, want one row aged %v", n, f, target, got, w)
 		}
 	}
+	foldOldestAll(ctx, t, env, spec, pc, want)
+}
+
+// foldOldestAll checks one walk over every target of pc at once: each
+// series that has a row gets exactly its oldest, in one row.
+func foldOldestAll(ctx context.Context, t *testing.T, env *oracleEnv, spec *boundSpec, pc *SeriesCap, want map[string]float64) {
+	t.Helper()
+	targets := pc.Targets()
+	gs := foldOldestOf(ctx, t, env, spec, labelFold(pc), targets)
+	got := map[string]float64{}
+	for _, g := range gs {
+		k := foldKey(pc, g.labels)
+		if _, dup := got[k]; dup {
+			t.Errorf("one walk over %d series: two rows of %q", len(targets), k)
+		}
+		got[k] = g.age
+	}
+	for _, target := range targets {
+		k := joinLabels(target)
+		w, ok := want[k]
+		if g, read := got[k]; ok != read || ok && math.Abs(g-w) > ageTolerance {
+			t.Errorf("one walk over %d series: %q read %v (%v), want %v (%v)", len(targets), target, g, read, w, ok)
+		}
+	}
 }
 
 // foldOldest runs FoldOldestQuery for one target.
 func foldOldest(ctx context.Context, t *testing.T, env *oracleEnv, spec *boundSpec, f outboxsql.LabelFold, target []string) []group {
 	t.Helper()
-	q := spec.FoldOldestQuery(f, [][]string{target}, -1)
+	return foldOldestOf(ctx, t, env, spec, f, [][]string{target})
+}
+
+// foldOldestOf runs FoldOldestQuery for targets, from the first entry to
+// the last.
+func foldOldestOf(ctx context.Context, t *testing.T, env *oracleEnv, spec *boundSpec, f outboxsql.LabelFold, targets [][]string) []group {
+	t.Helper()
+	q := spec.FoldOldestQuery(f, targets, -1, -1)
 	if q == "" {
 		return nil
 	}

@@ -33,7 +33,13 @@ var otherSeeds = flag.Int("other-seeds", 3, "oracle of other's oldest age: how m
 
 // otherRegressionSeeds once found a fault; they run on every run,
 // whatever -other-seeds says.
-var otherRegressionSeeds = []uint64{}
+var otherRegressionSeeds = []uint64{
+	// Before the walk folding into each series: other's oldest age read
+	// 59.996 s against 426 s (the hidden row behind 656+ rows of the
+	// override's value), and its past-deadline count 0 against 2. Seeds
+	// 2-6 failed alike (60 s against 343-882 s).
+	1,
+}
 
 func TestOracleOtherExact(t *testing.T) {
 	env := newOracleEnv(t)

@@ -39,9 +39,10 @@ const ageSlack = 0.001
 // whose rows then lie in combinations neither read reached. Each series
 // whose oldest row so far is not older than what the read past the
 // skip-scan covered is read once more: a combination of its own by its
-// oldest row (one index range), a series holding "other" by the first
-// row in time order that folds into it (FoldOldestQuery). The fold is
-// the one apply will make, on a copy of the series cap.
+// oldest row (one index range), the series holding "other" by one walk
+// in time order that stops at the first row folding into each
+// (FoldOldestQuery). The fold is the one apply will make, on a copy of
+// the series cap.
 func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read, p pastRead) error {
 	if !p.need || !p.full {
 		return nil
@@ -68,11 +69,23 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 	if len(probes) > 0 {
 		queueGroups(b, spec.ProbeQuery(probes, 1, true), spec, partProbeAge, &r.groups, "read the oldest rows of the label sets past the per label set read (capped)")
 	}
-	since := -1.0
+	since, until := -1.0, -1.0
 	if p.since >= 0 {
 		since = p.since + ageSlack
 	}
-	if q := spec.FoldOldestQuery(labelFold(pc), walks, since); q != "" {
+	// A series whose row was found has its oldest row no later than that
+	// one: when every series has one, the walk ends at the latest of them.
+	for i, t := range walks {
+		a := known[joinLabels(t)]
+		if a <= 0 {
+			until = -1
+			break
+		}
+		if i == 0 || a-ageSlack < until {
+			until = max(a-ageSlack, 0)
+		}
+	}
+	if q := spec.FoldOldestQuery(labelFold(pc), walks, since, until); q != "" {
 		queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest row of each series holding other past the per label set read (capped)")
 	}
 	if b.Len() == 0 {

@@ -3,8 +3,10 @@ package outboxsql
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // LabelFold is how the series cap folds a row's label values into its
@@ -29,88 +31,162 @@ type LabelFold struct {
 
 // FoldOldestQuery is the state query over, for each series of targets
 // (its label values as the cap folds them), the oldest unpublished row
-// that folds into it, read in created_at order through the oldest index
-// and filtered by the fold (an index-only scan: the label columns are
-// included), from the age since (inclusive; the whole index when since
-// is negative). Each series costs the index entries from since up to its
-// oldest row, or to the end when it has none. It completes the capped
-// reads when the per combination skip-scan stopped after
-// MaxOldestTuples combinations and more rows than the read past it
-// took were older than a series' oldest row found so far: the series'
-// oldest age is then exact at any number of combinations. Targets that
-// no row can fold into are left out; "" when none is left, without
-// labels, or without created_at. The values are inlined: run it
-// unprepared.
+// that folds into it. It is one walk in created_at order through the
+// oldest index (an index-only scan: the label columns are included),
+// from the age since (inclusive; from the first entry when since is
+// negative) to the age until (inclusive; to the last entry when until is
+// negative): a recursive query whose each step is one descent to the
+// first row at or after the previous one that folds into a series not
+// met yet (the fold computed in SQL as FoldKey computes it, compared as
+// an encoded key), ending when every series was met. Its cost is the
+// index entries between since and the last series' oldest row. It
+// completes the capped reads when the per combination skip-scan stopped
+// after MaxOldestTuples combinations and more rows than the read past
+// it took were older than a series' oldest row found so far: every
+// series' oldest age is then exact at any number of combinations. ""
+// without targets, labels or created_at. The values are inlined: run
+// it unprepared.
 //
 // Columns: those of StateQuery.
-func (s *Spec) FoldOldestQuery(f LabelFold, targets [][]string, since float64) string {
-	if s.O.NoCreatedAt() || len(s.O.Labels) == 0 {
+func (s *Spec) FoldOldestQuery(f LabelFold, targets [][]string, since, until float64) string {
+	n := len(s.O.Labels)
+	if s.O.NoCreatedAt() || n == 0 || len(f.Keep) != n || len(targets) == 0 {
 		return ""
 	}
 	sh := s.stateShape()
+	var keys, aliases []string
+	for _, t := range targets {
+		if len(t) == n {
+			keys = append(keys, literal(FoldKey(t)))
+		}
+	}
+	for _, x := range sh.inner {
+		aliases = append(aliases, x[strings.LastIndex(x, " AS ")+4:])
+	}
+	ca := col(s.O.CreatedAt)
 	conds := []string{s.unpublished()}
+	if until >= 0 {
+		d := time.Duration(until * float64(time.Second))
+		conds = append(conds, ca+" <= (SELECT "+s.bound(s.O.CreatedAt, ReadNow+" - "+interval(d))+")")
+	}
+	first := slices.Clone(conds)
 	if since >= 0 {
 		d := time.Duration(since * float64(time.Second))
-		conds = append(conds, col(s.O.CreatedAt)+" >= (SELECT "+s.bound(s.O.CreatedAt, ReadNow+" - "+interval(d))+")")
+		first = append(first, ca+" >= (SELECT "+s.bound(s.O.CreatedAt, ReadNow+" - "+interval(d))+")")
 	}
-	var reads []string
-	for _, t := range targets {
-		c := s.foldsInto(f, t)
-		if c == "" {
-			continue
-		}
-		reads = append(reads, fmt.Sprintf("(SELECT %s FROM %s t WHERE %s ORDER BY %s LIMIT 1)", strings.Join(sh.inner, ", "),
-			s.table, s.where(append(slices.Clone(conds), c)...), col(s.O.CreatedAt)))
+	key := s.foldKeyExpr(f)
+	if pre := s.foldPrefilter(f, targets); pre != "" {
+		conds = append(conds, pre)
+		first = append(first, pre)
 	}
-	if len(reads) == 0 {
-		return ""
-	}
-	return sh.aggregate(strings.Join(reads, "\n  UNION ALL\n  "))
+	all := "ARRAY[" + strings.Join(keys, ", ") + "]::text[]"
+	sel := strings.Join(sh.inner, ", ") + ", " + key + " AS k"
+	walk := fmt.Sprintf(`WITH RECURSIVE w AS (
+  (SELECT %[1]s, array_remove(%[2]s, %[3]s) AS rest FROM %[4]s t WHERE %[5]s ORDER BY %[6]s LIMIT 1)
+  UNION ALL
+  SELECT n.* FROM w, LATERAL (SELECT %[1]s, array_remove(w.rest, %[3]s) AS rest FROM %[4]s t WHERE %[7]s ORDER BY %[6]s LIMIT 1) n
+  WHERE cardinality(w.rest) > 0
+)
+SELECT %[8]s FROM w`, sel, all, key, s.table, s.where(append(first, key+" = ANY("+all+")")...), ca,
+		s.where(append(conds, ca+" >= w.cr", key+" = ANY(w.rest)")...), strings.Join(aliases, ", "))
+	return sh.aggregate(walk)
 }
 
-// foldsInto is the condition that a row folds into the series t; ""
-// when no row can.
-func (s *Spec) foldsInto(f LabelFold, t []string) string {
-	n := len(s.O.Labels)
-	if len(t) != n || len(f.Keep) != n {
-		return ""
+// FoldKey encodes the label values of a series as foldKeyExpr does in
+// SQL: each value's length in characters, a colon, the value.
+func FoldKey(vals []string) string {
+	var b strings.Builder
+	for _, v := range vals {
+		b.WriteString(strconv.Itoa(utf8.RuneCountInString(v)) + ":" + v)
 	}
+	return b.String()
+}
+
+// foldKeyExpr is the encoded key (FoldKey) of the series a row folds
+// into by f: the combination of its column-folded values when admitted,
+// else (its first value if pinned, else Other, then Other throughout);
+// with one label, the column-folded value.
+func (s *Spec) foldKeyExpr(f LabelFold) string {
+	n := len(s.O.Labels)
+	enc := func(x string) string { return "length(" + x + ")::text || ':' || " + x }
 	folded := make([]string, n)
+	encoded := make([]string, n)
 	for i := range n {
 		folded[i] = s.foldedLabel(f, i)
+		encoded[i] = enc(folded[i])
 	}
 	if n == 1 {
-		return folded[0] + " = " + literal(t[0])
+		return "(" + encoded[0] + ")"
 	}
-	var alts []string
-	if slices.ContainsFunc(f.Tuples, func(x []string) bool { return slices.Equal(x, t) }) {
-		alts = append(alts, "("+strings.Join(folded, ", ")+") = ("+literalList(t)+")")
+	first := literal(f.Other)
+	if ps := without(f.Pinned, f.Other); len(ps) > 0 {
+		e := s.labelText(0)
+		first = "(CASE WHEN " + e + " IN (" + literalList(ps) + ") THEN " + e + " ELSE " + literal(f.Other) + " END)"
 	}
-	restOther := !slices.ContainsFunc(t[1:], func(v string) bool { return v != f.Other })
-	pinned := slices.Contains(f.Pinned, t[0]) && t[0] != f.Other
-	if restOther && (t[0] == f.Other || pinned) {
-		var c []string
-		if len(f.Tuples) > 0 {
-			var rows []string
-			for _, x := range f.Tuples {
-				rows = append(rows, "("+literalList(x)+")")
-			}
-			c = append(c, "("+strings.Join(folded, ", ")+") NOT IN (VALUES "+strings.Join(rows, ", ")+")")
+	rest := []string{enc(first)}
+	for i := 1; i < n; i++ {
+		rest = append(rest, literal(strconv.Itoa(utf8.RuneCountInString(f.Other))+":"+f.Other))
+	}
+	notAdmitted := "(" + strings.Join(rest, " || ") + ")"
+	if len(f.Tuples) == 0 {
+		return notAdmitted
+	}
+	var rows []string
+	for _, x := range f.Tuples {
+		rows = append(rows, "("+literalList(x)+")")
+	}
+	return "(CASE WHEN (" + strings.Join(folded, ", ") + ") IN (VALUES " + strings.Join(rows, ", ") + ") THEN " +
+		strings.Join(encoded, " || ") + " ELSE " + notAdmitted + " END)"
+}
+
+// foldPrefilter is a condition every row folding into one of targets
+// meets, far cheaper than the fold itself, so that the walk passes the
+// rows of other series at the cost of a comparison or two: a target's
+// first value other than Other needs that first value, and Other needs
+// a first value that is not pinned; and a row whose values are an
+// admitted combination of kept values keeps its own series (not a
+// target here). "" when it would let every row through.
+func (s *Spec) foldPrefilter(f LabelFold, targets [][]string) string {
+	n := len(s.O.Labels)
+	var firsts []string
+	anyOther := false
+	for _, t := range targets {
+		if t[0] == f.Other {
+			anyOther = true
+		} else if !slices.Contains(firsts, t[0]) {
+			firsts = append(firsts, t[0])
 		}
-		if pinned {
-			c = append(c, s.labelText(0)+" = "+literal(t[0]))
-		} else if ps := without(f.Pinned, f.Other); len(ps) > 0 {
-			c = append(c, s.labelText(0)+" NOT IN ("+literalList(ps)+")")
-		}
-		if len(c) == 0 {
-			c = []string{"TRUE"}
-		}
-		alts = append(alts, "("+strings.Join(c, " AND ")+")")
 	}
-	if len(alts) == 0 {
-		return ""
+	slices.Sort(firsts)
+	var conds []string
+	e0 := s.labelText(0)
+	ps := without(f.Pinned, f.Other)
+	switch {
+	case anyOther && len(ps) > 0 && len(firsts) > 0:
+		conds = append(conds, "("+e0+" NOT IN ("+literalList(ps)+") OR "+e0+" IN ("+literalList(firsts)+"))")
+	case !anyOther && len(firsts) > 0:
+		conds = append(conds, e0+" IN ("+literalList(firsts)+")")
+	case anyOther && len(ps) > 0:
+		conds = append(conds, e0+" NOT IN ("+literalList(ps)+")")
 	}
-	return "(" + strings.Join(alts, " OR ") + ")"
+	var pure []string
+	for _, x := range f.Tuples {
+		ok := len(x) == n && !slices.ContainsFunc(targets, func(t []string) bool { return slices.Equal(t, x) })
+		for i := 0; ok && i < n; i++ {
+			ok = x[i] != f.Other && slices.Contains(f.Keep[i], x[i])
+		}
+		if ok {
+			pure = append(pure, "("+literalList(x)+")")
+		}
+	}
+	if len(pure) > 0 {
+		vals := make([]string, n)
+		for i := range n {
+			vals[i] = s.labelText(i)
+		}
+		conds = append(conds, "("+strings.Join(vals, ", ")+") NOT IN (VALUES "+strings.Join(pure, ", ")+")")
+	}
+	return strings.Join(conds, " AND ")
 }
 
 // labelText is label column i's value as the state-shaped queries
