@@ -45,7 +45,7 @@ func runFoldSeed(ctx context.Context, t *testing.T, env *oracleEnv, seed uint64)
 	r := rand.New(rand.NewPCG(seed, 0xf01d))
 	n := 1 + r.IntN(3)
 	o := obDefaults(&config.Outbox{Table: "public.fold", Status: "status", Pending: []string{"PENDING"},
-		Published: []string{"PUBLISHED"}, MaxLabelValues: 1 + r.IntN(4)})
+		Published: []string{"PUBLISHED"}, MaxLabelValues: 1 + r.IntN(12)})
 	for i, c := range []string{"a", "b", "c"}[:n] {
 		o.Labels = append(o.Labels, config.Label{Name: fmt.Sprintf("l%d", i), Column: c})
 	}

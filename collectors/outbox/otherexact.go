@@ -69,24 +69,35 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 	if len(probes) > 0 {
 		queueGroups(b, spec.ProbeQuery(probes, 1, true), spec, partProbeAge, &r.groups, "read the oldest rows of the label sets past the per label set read (capped)")
 	}
-	since, until := -1.0, -1.0
+	since := -1.0
 	if p.since >= 0 {
 		since = p.since + ageSlack
 	}
-	// A series whose row was found has its oldest row no later than that
-	// one: when every series has one, the walk ends at the latest of them.
-	for i, t := range walks {
+	// A series a row was found of has its oldest row no later than that
+	// one: their walk ends at the latest of them. The series no row was
+	// found of walk apart, to the index's end, with a prefilter of their
+	// own (FoldOldestQuery): usually none, or one pinned value's.
+	var found, unfound [][]string
+	until := -1.0
+	for _, t := range walks {
 		a := known[joinLabels(t)]
 		if a <= 0 {
-			until = -1
-			break
+			unfound = append(unfound, t)
+			continue
 		}
-		if i == 0 || a-ageSlack < until {
+		if until < 0 || a-ageSlack < until {
 			until = max(a-ageSlack, 0)
 		}
+		found = append(found, t)
 	}
-	if q := spec.FoldOldestQuery(labelFold(pc), walks, since, until); q != "" {
-		queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest row of each series holding other past the per label set read (capped)")
+	f := labelFold(pc)
+	for _, w := range []struct {
+		targets [][]string
+		until   float64
+	}{{found, until}, {unfound, -1}} {
+		if q := spec.FoldOldestQuery(f, w.targets, since, w.until); q != "" {
+			queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest row of each series holding other past the per label set read (capped)")
+		}
 	}
 	if b.Len() == 0 {
 		return nil

@@ -141,33 +141,22 @@ func (s *Spec) foldKeyExpr(f LabelFold) string {
 
 // foldPrefilter is a condition every row folding into one of targets
 // meets, far cheaper than the fold itself, so that the walk passes the
-// rows of other series at the cost of a comparison or two: a target's
-// first value other than Other needs that first value, and Other needs
-// a first value that is not pinned; and a row whose values are an
+// rows of other series at the cost of a comparison or two: for a few
+// targets, each target's values other than Other (an admitted
+// combination holds those values, a combination not admitted its
+// pinned first value, or else a first value not pinned); for more, the
+// same on the first value alone. And a row whose values are an
 // admitted combination of kept values keeps its own series (not a
 // target here). "" when it would let every row through.
 func (s *Spec) foldPrefilter(f LabelFold, targets [][]string) string {
 	n := len(s.O.Labels)
-	var firsts []string
-	anyOther := false
-	for _, t := range targets {
-		if t[0] == f.Other {
-			anyOther = true
-		} else if !slices.Contains(firsts, t[0]) {
-			firsts = append(firsts, t[0])
-		}
-	}
-	slices.Sort(firsts)
 	var conds []string
-	e0 := s.labelText(0)
-	ps := without(f.Pinned, f.Other)
-	switch {
-	case anyOther && len(ps) > 0 && len(firsts) > 0:
-		conds = append(conds, "("+e0+" NOT IN ("+literalList(ps)+") OR "+e0+" IN ("+literalList(firsts)+"))")
-	case !anyOther && len(firsts) > 0:
-		conds = append(conds, e0+" IN ("+literalList(firsts)+")")
-	case anyOther && len(ps) > 0:
-		conds = append(conds, e0+" NOT IN ("+literalList(ps)+")")
+	if len(targets) <= maxTargetPrefilter {
+		if c := s.targetPrefilter(f, targets); c != "" {
+			conds = append(conds, c)
+		}
+	} else if c := s.firstPrefilter(f, targets); c != "" {
+		conds = append(conds, c)
 	}
 	var pure []string
 	for _, x := range f.Tuples {
@@ -187,6 +176,86 @@ func (s *Spec) foldPrefilter(f LabelFold, targets [][]string) string {
 		conds = append(conds, "("+strings.Join(vals, ", ")+") NOT IN (VALUES "+strings.Join(pure, ", ")+")")
 	}
 	return strings.Join(conds, " AND ")
+}
+
+// maxTargetPrefilter is how many targets the prefilter tests one by one
+// (an OR of their conditions, evaluated in turn); past it, only their
+// first values are tested, in one hashed list.
+const maxTargetPrefilter = 8
+
+// targetPrefilter is the OR of each target's necessary condition; ""
+// when one lets every row through.
+func (s *Spec) targetPrefilter(f LabelFold, targets [][]string) string {
+	ps := without(f.Pinned, f.Other)
+	var alts []string
+	for _, t := range targets {
+		var forms [][]string
+		if len(t) == 1 {
+			// One label: the column fold alone.
+			forms = append(forms, nil)
+			if keep := without(f.Keep[0], f.Other); t[0] == f.Other && len(keep) > 0 {
+				forms[0] = []string{s.labelText(0) + " NOT IN (" + literalList(keep) + ")"}
+			} else if t[0] != f.Other {
+				forms[0] = []string{s.labelText(0) + " = " + literal(t[0])}
+			}
+		} else if slices.ContainsFunc(f.Tuples, func(x []string) bool { return slices.Equal(x, t) }) {
+			var c []string
+			for i, v := range t {
+				if v != f.Other {
+					c = append(c, s.labelText(i)+" = "+literal(v))
+				}
+			}
+			forms = append(forms, c)
+		}
+		if len(t) > 1 && !slices.ContainsFunc(t[1:], func(v string) bool { return v != f.Other }) {
+			switch {
+			case t[0] != f.Other && slices.Contains(f.Pinned, t[0]):
+				forms = append(forms, []string{s.labelText(0) + " = " + literal(t[0])})
+			case t[0] == f.Other && len(ps) > 0:
+				forms = append(forms, []string{s.labelText(0) + " NOT IN (" + literalList(ps) + ")"})
+			case t[0] == f.Other:
+				forms = append(forms, nil)
+			}
+		}
+		for _, c := range forms {
+			if len(c) == 0 {
+				return ""
+			}
+			alts = append(alts, "("+strings.Join(c, " AND ")+")")
+		}
+	}
+	if len(alts) == 0 {
+		return "FALSE"
+	}
+	return "(" + strings.Join(alts, " OR ") + ")"
+}
+
+// firstPrefilter is the targets' necessary condition on the first
+// value alone: one of their first values other than Other, or, when one
+// of them has Other there, a first value not pinned; "" when it lets
+// every row through.
+func (s *Spec) firstPrefilter(f LabelFold, targets [][]string) string {
+	var firsts []string
+	anyOther := false
+	for _, t := range targets {
+		if t[0] == f.Other {
+			anyOther = true
+		} else if !slices.Contains(firsts, t[0]) {
+			firsts = append(firsts, t[0])
+		}
+	}
+	slices.Sort(firsts)
+	e0 := s.labelText(0)
+	ps := without(f.Pinned, f.Other)
+	switch {
+	case anyOther && len(ps) > 0 && len(firsts) > 0:
+		return "(" + e0 + " NOT IN (" + literalList(ps) + ") OR " + e0 + " IN (" + literalList(firsts) + "))"
+	case !anyOther && len(firsts) > 0:
+		return e0 + " IN (" + literalList(firsts) + ")"
+	case anyOther && len(ps) > 0:
+		return e0 + " NOT IN (" + literalList(ps) + ")"
+	}
+	return ""
 }
 
 // labelText is label column i's value as the state-shaped queries
