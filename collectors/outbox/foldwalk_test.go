@@ -177,3 +177,44 @@ func foldOldestOf(ctx context.Context, t *testing.T, env *oracleEnv, spec *bound
 	}
 	return slices.DeleteFunc(gs, func(g group) bool { return g.rows == 0 })
 }
+
+// TestFoldOldestQueryOffsets runs the walk on an outbox read through an
+// offsets table (each message once per consumer group that has not
+// acked it; the group is a label): the oldest message each group's
+// series has not consumed, and "other" the oldest of the groups folded
+// into it. The tables have the columns watermill-sql's default
+// PostgreSQL schema and offsets adapter give them (the columns the
+// queries read, no more).
+func TestFoldOldestQueryOffsets(t *testing.T) {
+	env := newOracleEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env.db.Exec(t, `CREATE TABLE watermill_orders ("offset" bigserial PRIMARY KEY, uuid varchar(36) NOT NULL,
+	    created_at timestamp NOT NULL, payload json, metadata json, transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id());
+	  CREATE TABLE watermill_offsets_orders (consumer_group varchar(255) NOT NULL PRIMARY KEY,
+	    offset_acked bigint, last_processed_transaction_id xid8 NOT NULL, offset_consumed bigint);
+	  INSERT INTO watermill_orders (uuid, created_at) SELECT i::text, '2030-01-01'::timestamp - i * interval '1 minute'
+	    FROM generate_series(10, 1, -1) i;
+	  INSERT INTO watermill_offsets_orders SELECT 'g' || k, o."offset", o.transaction_id, o."offset"
+	    FROM generate_series(1, 4) k JOIN watermill_orders o ON o."offset" = 2 * k;
+	`)
+	o := obDefaults(&config.Outbox{Table: "public.watermill_orders", OffsetsTable: "public.watermill_offsets_orders",
+		ID: "offset", CreatedAt: "created_at", TimeZone: "UTC",
+		Labels: []config.Label{{Name: "consumer_group", Column: config.OffsetsGroupColumn}}, MaxLabelValues: 1})
+	spec, err := openSpec(ctx, env.pool, "orders", o, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// g1 acked message 2 (created 9 minutes before now), so its oldest
+	// is message 3 (8 minutes); g2..g4 acked 4, 6, 8: "other" holds g2's
+	// message 5 (6 minutes) as its oldest.
+	pc := NewSeriesCap(1, 1, nil)
+	pc.Admit([]Combo{{Values: []string{"g1"}, Rows: 9}}, time.Now())
+	got := map[string]float64{}
+	for _, g := range foldOldestOf(ctx, t, env, spec, labelFold(pc), pc.Targets()) {
+		got[foldKey(pc, g.labels)] = g.age
+	}
+	if len(got) != 2 || math.Abs(got["g1"]-480) > ageTolerance || math.Abs(got[Other]-360) > ageTolerance {
+		t.Errorf("oldest per series %v, want g1 480 s and other 360 s", got)
+	}
+}
