@@ -79,8 +79,9 @@ func plainValues(vals []string) bool {
 // those with "" are not left out, which only costs rows): the first row
 // it meets of a combination is that combination's oldest. It completes
 // the per combination skip-scan when that stopped after MaxOldestTuples
-// combinations: the rows of the combinations it did not reach, and so
-// the oldest row of "other", are found by time whatever their number.
+// combinations: the rows of the combinations it did not reach are found
+// by time whatever their number, and a series whose oldest row lies
+// behind the k read is read by FoldOldestQuery.
 // "" without labels, without created_at, or with offsets_table.
 //
 // Columns: those of StateQuery.
