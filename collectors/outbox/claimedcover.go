@@ -42,7 +42,7 @@ func queueClaimedWalks(b *pgx.Batch, spec *boundSpec, r *read) {
 	k := spec.ClaimedBudget()
 	for i := range r.claimed {
 		w := &r.claimed[i]
-		queueGroups(b, spec.ClaimedWalkQuery(w.part, k), spec, w.kind(), &w.groups, "walk the claimed rows (capped)")
+		r.follow(b, aheadRead{sql: spec.ClaimedWalkQuery(w.part, k)}, spec, w.kind(), &w.groups, "walk the claimed rows (capped)")
 	}
 }
 
@@ -69,7 +69,10 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 		firsts []string
 	}
 	needs := make([]need, len(r.claimed))
+	// cb holds the probes not read ahead; probed is set when any probe
+	// was queued or taken.
 	cb := &pgx.Batch{}
+	probed := false
 	for i := range r.claimed {
 		w := &r.claimed[i]
 		if fallback {
@@ -101,7 +104,8 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 			}
 		}
 		if q := spec.ClaimedProbeQuery(needs[i].combos, needs[i].firsts, w.part, k); q != "" && !fallback {
-			queueGroups(cb, q, spec, w.kind(), &w.probes, "read the claimed rows of the label sets the walks missed (capped)")
+			probed = true
+			r.follow(cb, aheadRead{sql: q, probe: true}, spec, w.kind(), &w.probes, "read the claimed rows of the label sets the walks missed (capped)")
 		}
 	}
 	if !fallback {
@@ -110,7 +114,7 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 	if err := sendProbes(ctx, tx, b); err != nil {
 		return err
 	}
-	if !fallback && cb.Len() > 0 {
+	if !fallback && probed {
 		for i := range r.claimed {
 			if !s.firstsCovered(r.admitted, &r.claimed[i], needs[i].firsts, k) {
 				fallback = true

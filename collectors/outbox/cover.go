@@ -71,9 +71,11 @@ func (s *Sampler) queuePendingProbes(b *pgx.Batch, spec *boundSpec, r *read, pro
 		return
 	}
 	k := max(s.o.MaxCount/len(probes), 1)
-	queueGroups(b, spec.ProbeQuery(probes, k, false), spec, partProbe, &r.groups, "read the label sets the oldest rows missed (capped)")
+	r.follow(b, aheadRead{sql: spec.ProbeQuery(probes, k, false), probe: true}, spec, partProbe, &r.groups,
+		"read the label sets the oldest rows missed (capped)")
 	// The oldest row of each, claimed or not, for its age alone.
-	queueGroups(b, spec.ProbeQuery(probes, 1, true), spec, partProbeAge, &r.groups, "read the oldest rows of the label sets the walk missed (capped)")
+	r.follow(b, aheadRead{sql: spec.ProbeQuery(probes, 1, true), probe: true}, spec, partProbeAge, &r.groups,
+		"read the oldest rows of the label sets the walk missed (capped)")
 }
 
 // sendProbes sends b, reads whose label values are in their text, which

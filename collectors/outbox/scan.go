@@ -70,6 +70,11 @@ type read struct {
 	// claimedCount is how many rows are claimed, up to max_count+1,
 	// while the unpublished rows are capped.
 	claimedCount int64
+	// ahead holds the answers of the reads sent ahead, by their text,
+	// until a follow-up takes them; sent are the follow-up reads this
+	// sample queued or took (ahead.go).
+	ahead        map[string]*aheadAnswer
+	sent         []aheadRead
 	dead         []group
 	unclassified []group
 	leases       []Mark
