@@ -30,6 +30,8 @@ type aheadRead struct {
 	count bool
 	// probe: its text holds label values; sent unprepared.
 	probe bool
+	// groups is how many groups it returned.
+	groups int
 }
 
 // aheadAnswer is what a read sent ahead returned.
@@ -64,7 +66,7 @@ func (s *Sampler) queueAhead(b *pgx.Batch, spec *boundSpec, r *read) {
 			continue
 		}
 		b.Queue(a.sql, args...).Query(func(rows pgx.Rows) (err error) {
-			if ans.groups, err = scanGroups(rows, spec); err != nil {
+			if ans.groups, err = scanGroups(rows, spec, a.groups); err != nil {
 				return fmt.Errorf("a capped read sent ahead: %w", err)
 			}
 			return nil
@@ -76,17 +78,19 @@ func (s *Sampler) queueAhead(b *pgx.Batch, spec *boundSpec, r *read) {
 // send ahead: it takes the answer a.sql got ahead in this sample, if
 // any, or queues it on b.
 func (r *read) follow(b *pgx.Batch, a aheadRead, spec *boundSpec, p part, dst *[]group, what string) {
+	i := len(r.sent)
 	r.sent = append(r.sent, a)
 	ans, ok := r.ahead[a.sql]
 	if !ok || ans.isCount {
-		queueGroups(b, a.sql, spec, p, dst, what)
+		queueSized(b, a.sql, spec, p, dst, what, 0, func(n int) { r.sent[i].groups = n })
 		return
 	}
 	delete(r.ahead, a.sql)
-	for _, g := range ans.groups {
-		g.part = p
-		*dst = append(*dst, g)
+	r.sent[i].groups = len(ans.groups)
+	for i := range ans.groups {
+		ans.groups[i].part = p
 	}
+	addGroups(dst, ans.groups)
 }
 
 // followCount reads the count of the claimed rows into r.claimedCount,

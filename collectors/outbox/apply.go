@@ -161,7 +161,7 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 // chose. (The per label set read, when it runs, reads every series, so
 // what it admits leaves none unread.)
 func (s *Sampler) combos(r *read, fresh []PublishedRow) []Combo {
-	var combos []Combo
+	combos := make([]Combo, 0, len(r.groups)+len(r.dead)+len(r.unclassified)+len(r.oldest)+len(fresh))
 	for _, g := range r.groups {
 		if g.part != partProbe && g.part != partProbeAge {
 			combos = append(combos, Combo{Values: g.labels, Rows: g.rows, OldestAge: g.age})
@@ -202,8 +202,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	rules := s.spec.Rules
 	deadlines := s.spec.Deadlines()
 	gauges := map[string]*Series{}
-	at := func(vals []string) *Series {
-		folded, key := s.cap.FoldKey(vals)
+	series := func(folded []string, key string) *Series {
 		g, ok := gauges[key]
 		if !ok {
 			g = &Series{Labels: folded}
@@ -211,6 +210,10 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 		}
 		return g
 	}
+	at := func(vals []string) *Series { return series(s.cap.FoldKey(vals)) }
+	// A group folded by the cap the sample ended with (cover.go) is not
+	// folded again.
+	folded := r.admitted != nil && s.cap == r.admitted
 	// The combinations whose pending rows the per label set read
 	// counted; it stops after MaxOldestTuples combinations.
 	reached := map[string]bool{}
@@ -224,7 +227,12 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 		if st == Ignored || st == Published || st == Dead {
 			continue
 		}
-		x := at(g.labels)
+		var x *Series
+		if folded && g.hasFold {
+			x = series(g.folded, g.key)
+		} else {
+			x = at(g.labels)
+		}
 		if g.age > x.OldestAge {
 			x.OldestAge = g.age
 		}

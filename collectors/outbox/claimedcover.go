@@ -82,7 +82,10 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 			// The walk read every row of its part.
 			continue
 		}
-		w.met = s.metClaimed(r.admitted, w.groups)
+		w.met = map[string]bool{}
+		for j := range w.groups {
+			w.met[r.fold(&w.groups[j])] = true
+		}
 		var unmet [][]string
 		for _, t := range r.admitted.Targets() {
 			if w.met[joinLabels(t)] {
@@ -124,6 +127,11 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 	if fallback {
 		return s.claimedSkipScan(ctx, tx, spec, r)
 	}
+	n := 0
+	for _, w := range r.claimed {
+		n += len(w.groups) + len(w.probes)
+	}
+	r.groups = slices.Grow(r.groups, n)
 	for _, w := range r.claimed {
 		r.groups = append(append(r.groups, w.groups...), w.probes...)
 	}

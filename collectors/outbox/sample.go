@@ -41,6 +41,11 @@ type Sampler struct {
 	// ahead are the follow-up reads of the last sample, which this one
 	// sends in its first batch (ahead.go).
 	ahead []aheadRead
+	// groups is how many groups the last sample read in all (the state
+	// query's up to max_count+1, and the capped reads'): this one
+	// allocates as many at once for the state query's, which the capped
+	// reads' join.
+	groups int
 }
 
 // NewSampler returns a sampler of outbox name.
@@ -99,7 +104,7 @@ func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) 
 		s.ahead = nil
 		return nil, fmt.Errorf("sample outbox %q (table %s): %w", s.name, s.o.Table, err)
 	}
-	s.ahead = r.sent
+	s.ahead, s.groups = r.sent, len(r.groups)
 	return s.apply(r), nil
 }
 
@@ -189,7 +194,7 @@ func (s *Sampler) firstBatch(spec *boundSpec, r *read, c *Confirmed) *pgx.Batch 
 		}
 		return nil
 	})
-	queueGroups(b, spec.StateQuery(), spec, partAll, &r.groups, "count unpublished rows")
+	queueSized(b, spec.StateQuery(), spec, partAll, &r.groups, "count unpublished rows", s.groups, nil)
 	if q := spec.DeadQuery(); q != "" {
 		queueCounts(b, q, nl, &r.dead, "count dead rows")
 	}
