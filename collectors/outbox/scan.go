@@ -81,10 +81,8 @@ type read struct {
 	// ahead holds the answers of the reads sent ahead, by their text,
 	// until a follow-up takes them; sent are the follow-up reads this
 	// sample queued or took (ahead.go).
-	ahead map[string]*aheadAnswer
-	sent  []aheadRead
-	// stateGroups is how many groups the state query returned.
-	stateGroups  int
+	ahead        map[string]*aheadAnswer
+	sent         []aheadRead
 	dead         []group
 	unclassified []group
 	leases       []Mark
