@@ -87,16 +87,8 @@ func runCombos(server string, counts []int, backlog, runs, naiveRuns int, claime
 		first := time.Since(t0)
 		// Only Update is timed; what the bench reads of its metrics is
 		// not the collection's cost.
-		clock, err := newCPUClock(ctx, ro)
-		if err != nil {
-			return err
-		}
-		self0, server0, err := clock.read()
-		if err != nil {
-			return err
-		}
 		var got []prometheus.Metric
-		coll, best, err := median(runs, func() error {
+		coll, best, selfCPU, serverCPU, err := medianCPU(ctx, ro, runs, func() error {
 			var err error
 			got, err = update(ctx, c)
 			return err
@@ -104,12 +96,6 @@ func runCombos(server string, counts []int, backlog, runs, naiveRuns int, claime
 		if err != nil {
 			return fmt.Errorf("collect %s: %w", table, err)
 		}
-		self1, server1, err := clock.read()
-		if err != nil {
-			return err
-		}
-		// median runs f once more than runs, untimed.
-		selfCPU, serverCPU := (self1-self0)/time.Duration(runs+1), (server1-server0)/time.Duration(runs+1)
 		last := summarize(got)
 		naive, _, err := median(naiveRuns, func() error {
 			return drain(ctx, ro, `SELECT event_type, topic, count(*), min(created_at) FROM `+table+`

@@ -68,3 +68,26 @@ func (c *cpuClock) read() (self, server time.Duration, err error) {
 	}
 	return self, server, nil
 }
+
+// medianCPU is median, with the CPU time a run of f took in this process
+// and in the server processes of pool's sessions.
+func medianCPU(ctx context.Context, pool *pgxpool.Pool, runs int, f func() error) (med, best, self, server time.Duration, err error) {
+	clock, err := newCPUClock(ctx, pool)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	self0, server0, err := clock.read()
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	if med, best, err = median(runs, f); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	self1, server1, err := clock.read()
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	// median runs f once more than runs, untimed.
+	n := time.Duration(runs + 1)
+	return med, best, (self1 - self0) / n, (server1 - server0) / n, nil
+}

@@ -58,6 +58,95 @@ func (c *batchCounter) TraceRelease(p *pgxpool.Pool, d pgxpool.TraceReleaseData)
 	c.next.(pgxpool.ReleaseTracer).TraceRelease(p, d)
 }
 
+// countingPool opens a read-only pool on db's database, seeing the fake
+// clock, whose batches are counted.
+func countingPool(t *testing.T, ctx context.Context, db *pgtest.DB) (*pgxpool.Pool, *batchCounter) {
+	t.Helper()
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "fakeclock,pg_catalog,public")
+	u.RawQuery = q.Encode()
+	pc, err := pg.PoolConfig(&config.Database{DSN: config.Secret(u.String()), MaxConnections: 1,
+		StatementTimeout: 20 * time.Second, LockTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &batchCounter{next: pc.ConnConfig.Tracer}
+	pc.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, counter
+}
+
+// aheadPair samples the same rows with a sampler that reads ahead and
+// one that never does.
+type aheadPair struct {
+	ctx          context.Context
+	pool         *pgxpool.Pool
+	counter      *batchCounter
+	ahead, never *Sampler
+}
+
+// step samples with both and compares their snapshots; wantBatches, if
+// not 0, is how many batches the sampler reading ahead must send.
+func (p *aheadPair) step(t *testing.T, name string, wantBatches int64) {
+	t.Helper()
+	before := p.counter.batches.Load()
+	got, err := p.ahead.Sample(p.ctx, p.pool)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	batches := p.counter.batches.Load() - before
+	p.never.ahead = nil
+	want, err := p.never.Sample(p.ctx, p.pool)
+	if err != nil {
+		t.Fatalf("%s, never reading ahead: %v", name, err)
+	}
+	bySeries := func(a, b Series) int { return strings.Compare(joinLabels(a.Labels), joinLabels(b.Labels)) }
+	slices.SortFunc(got.Series, bySeries)
+	slices.SortFunc(want.Series, bySeries)
+	if !reflect.DeepEqual(got, want) {
+		for i := range min(len(got.Series), len(want.Series)) {
+			if !reflect.DeepEqual(got.Series[i], want.Series[i]) {
+				t.Errorf("%s: first series that differs: %+v, never reading ahead %+v", name, got.Series[i], want.Series[i])
+				break
+			}
+		}
+		t.Fatalf("%s: %d series (capped %v), never reading ahead %d (capped %v)", name,
+			len(got.Series), got.Capped, len(want.Series), want.Capped)
+	}
+	if wantBatches > 0 && batches != wantBatches {
+		t.Errorf("%s: %d batches sent, want %d", name, batches, wantBatches)
+	}
+}
+
+// failLocked has a sample of s fail: the table locked past its deadline.
+func failLocked(t *testing.T, ctx context.Context, db *pgtest.DB, s *Sampler, pool *pgxpool.Pool) {
+	t.Helper()
+	lock, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	failed, stop := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = s.Sample(failed, pool)
+	stop()
+	if rerr := lock.Rollback(ctx); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatal("a sample of a locked table worked")
+	}
+}
+
 // TestReadsAheadChangeNothing: while an outbox stays capped with more
 // rows claimed than max_count, over more label combinations than the
 // series cap admits (so that probes follow the walks), a sample sends
@@ -71,28 +160,9 @@ func TestReadsAheadChangeNothing(t *testing.T) {
 	db := pgtest.New(t)
 	db.Exec(t, fakeClock)
 	db.Exec(t, obStatusSchema)
-	u, err := url.Parse(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", "fakeclock,pg_catalog,public")
-	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pc, err := pg.PoolConfig(&config.Database{DSN: config.Secret(u.String()), MaxConnections: 1,
-		StatementTimeout: 20 * time.Second, LockTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &batchCounter{next: pc.ConnConfig.Tracer}
-	pc.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-
+	pool, counter := countingPool(t, ctx, db)
 	// 12 event types × 10 topics, pending rows up to an hour old; one
 	// row in four claimed, leases passed and live, some tried; a stuck
 	// row of the override's value, claimed. The walks meet "other"
@@ -109,38 +179,9 @@ func TestReadsAheadChangeNothing(t *testing.T) {
 	    ('2030-01-01'::timestamptz - interval '2 hours', 'order.paid', 'payments', 'CLAIMED', '2030-01-01'::timestamptz - interval '1 hour')`)
 	o := obStatusOutbox()
 	o.MaxCount, o.MaxLabelValues = 200, 20
-	ahead, never := NewSampler("ob", o), NewSampler("ob", o)
-	step := func(name string, wantBatches int64) {
-		t.Helper()
-		before := counter.batches.Load()
-		got, err := ahead.Sample(ctx, pool)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		batches := counter.batches.Load() - before
-		never.ahead = nil
-		want, err := never.Sample(ctx, pool)
-		if err != nil {
-			t.Fatalf("%s, never reading ahead: %v", name, err)
-		}
-		bySeries := func(a, b Series) int { return strings.Compare(joinLabels(a.Labels), joinLabels(b.Labels)) }
-		slices.SortFunc(got.Series, bySeries)
-		slices.SortFunc(want.Series, bySeries)
-		if !reflect.DeepEqual(got, want) {
-			for i := range min(len(got.Series), len(want.Series)) {
-				if !reflect.DeepEqual(got.Series[i], want.Series[i]) {
-					t.Errorf("%s: first series that differs: %+v, never reading ahead %+v", name, got.Series[i], want.Series[i])
-					break
-				}
-			}
-			t.Fatalf("%s: %d series (capped %v), never reading ahead %d (capped %v)", name,
-				len(got.Series), got.Capped, len(want.Series), want.Capped)
-		}
-		if wantBatches > 0 && batches != wantBatches {
-			t.Errorf("%s: %d batches sent, want %d", name, batches, wantBatches)
-		}
-	}
-	step("first sample", 0)
+	ahead := NewSampler("ob", o)
+	p := &aheadPair{ctx: ctx, pool: pool, counter: counter, ahead: ahead, never: NewSampler("ob", o)}
+	p.step(t, "first sample", 0)
 	var probes int
 	for _, a := range ahead.ahead {
 		if a.probe {
@@ -150,47 +191,31 @@ func TestReadsAheadChangeNothing(t *testing.T) {
 	if probes == 0 || !slices.ContainsFunc(ahead.ahead, func(a aheadRead) bool { return a.count }) {
 		t.Fatalf("the capped sample sent %d follow-up reads, %d of them probes and no count: the test reads nothing ahead", len(ahead.ahead), probes)
 	}
-	step("the rows as they were", 1)
-	step("the rows as they were, again", 1)
+	p.step(t, "the rows as they were", 1)
+	p.step(t, "the rows as they were, again", 1)
 
 	db.Exec(t, `UPDATE fakeclock.clock SET t = t + interval '17 seconds';
 	  UPDATE outbox SET status = 'PUBLISHED', published_at = '2030-01-01 00:00:15+00' WHERE status = 'CLAIMED' AND id % 3 = 0`)
-	step("time passed, a third of the claimed rows published", 0)
-	step("time passed, as it was", 1)
+	p.step(t, "time passed, a third of the claimed rows published", 0)
+	p.step(t, "time passed, as it was", 1)
 
 	db.Exec(t, `UPDATE outbox SET status = 'PUBLISHED', published_at = '2030-01-01 00:00:16+00'
 	  WHERE status = 'CLAIMED' AND id IN (SELECT id FROM outbox WHERE status = 'CLAIMED' ORDER BY id OFFSET 150)`)
-	step("claimed rows down to max_count", 0)
-	for _, p := range ahead.spec.ClaimedParts() {
-		walk := ahead.spec.ClaimedWalkQuery(p, ahead.spec.ClaimedBudget())
+	p.step(t, "claimed rows down to max_count", 0)
+	for _, part := range ahead.spec.ClaimedParts() {
+		walk := ahead.spec.ClaimedWalkQuery(part, ahead.spec.ClaimedBudget())
 		if slices.ContainsFunc(ahead.ahead, func(a aheadRead) bool { return a.sql == walk }) {
 			t.Errorf("with at most max_count rows claimed, a walk of the claimed rows is still sent ahead")
 		}
 	}
 
-	// A sample that fails: the table locked past its deadline.
-	lock, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lock.Exec(ctx, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	failed, stop := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err = ahead.Sample(failed, pool)
-	stop()
-	if rerr := lock.Rollback(ctx); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if err == nil {
-		t.Fatal("a sample of a locked table worked")
-	}
+	failLocked(t, ctx, db, ahead, pool)
 	if len(ahead.ahead) > 0 {
 		t.Errorf("after a failed sample, %d reads are still sent ahead", len(ahead.ahead))
 	}
-	step("after a failed sample", 0)
+	p.step(t, "after a failed sample", 0)
 
 	db.Exec(t, `UPDATE outbox SET status = 'PUBLISHED', published_at = '2030-01-01 00:00:16+00' WHERE id > 150`)
-	step("capped no more", 0)
-	step("capped no more, as it was", 1)
+	p.step(t, "capped no more", 0)
+	p.step(t, "capped no more, as it was", 1)
 }

@@ -214,14 +214,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	// A group folded by the cap the sample ended with (cover.go) is not
 	// folded again.
 	folded := r.admitted != nil && s.cap == r.admitted
-	// The combinations whose pending rows the per label set read
-	// counted; it stops after MaxOldestTuples combinations.
-	reached := map[string]bool{}
-	for _, g := range r.groups {
-		if g.part == partPending {
-			reached[joinLabels(g.labels)] = true
-		}
-	}
+	reached := reachedCombos(r)
 	for _, g := range r.groups {
 		st := rules.Classify(g.facts)
 		if st == Ignored || st == Published || st == Dead {
@@ -280,6 +273,18 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	}
 	s.applyOrder(r, at)
 	return gauges
+}
+
+// reachedCombos are the combinations whose pending rows the per label
+// set read counted; it stops after MaxOldestTuples combinations.
+func reachedCombos(r *read) map[string]bool {
+	reached := map[string]bool{}
+	for _, g := range r.groups {
+		if g.part == partPending {
+			reached[joinLabels(g.labels)] = true
+		}
+	}
+	return reached
 }
 
 func (s *Sampler) tuple(key string, labels []string) *tupleState {

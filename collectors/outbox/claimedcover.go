@@ -127,6 +127,13 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 	if fallback {
 		return s.claimedSkipScan(ctx, tx, spec, r)
 	}
+	r.addClaimed()
+	return nil
+}
+
+// addClaimed adds what the walks of the claimed rows and their probes
+// read to the sample's groups, growing them once.
+func (r *read) addClaimed() {
 	n := 0
 	for _, w := range r.claimed {
 		n += len(w.groups) + len(w.probes)
@@ -135,7 +142,6 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 	for _, w := range r.claimed {
 		r.groups = append(append(r.groups, w.groups...), w.probes...)
 	}
-	return nil
 }
 
 // metClaimed are the series, as pc folds them, that groups hold a row of.
