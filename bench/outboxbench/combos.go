@@ -88,7 +88,7 @@ func runCombos(server string, counts []int, backlog, runs, naiveRuns int, claime
 		// Only Update is timed; what the bench reads of its metrics is
 		// not the collection's cost.
 		var got []prometheus.Metric
-		coll, best, err := median(runs, func() error {
+		coll, best, selfCPU, serverCPU, err := medianCPU(ctx, ro, runs, func() error {
 			var err error
 			got, err = update(ctx, c)
 			return err
@@ -106,21 +106,25 @@ func runCombos(server string, counts []int, backlog, runs, naiveRuns int, claime
 		}
 		zz := fmt.Sprintf("%.0f s, %.0f", last["outbox_oldest_pending_age_seconds|zz.payment.failed"],
 			last["outbox_past_deadline_events|zz.payment.failed"])
-		logf("%d combinations: first %v, median %v (best %v), naive %v, zz %s", n, first, coll, best, naive, zz)
+		logf("%d combinations: first %v, median %v (best %v), CPU a collection %v here and %v in the server, naive %v, zz %s",
+			n, first, coll, best, selfCPU, serverCPU, naive, zz)
 		fmt.Printf("| %d | %s | %s (%s) | %s | %.0fx | %s |\n", n, ms(first), ms(coll), ms(best), ms(naive),
 			float64(naive)/float64(coll), zz)
 	}
 	return nil
 }
 
+// updateCh is the channel update collects into, made once: a channel
+// of this size is a megabyte, which a bench that made one per
+// collection would count as the collection's garbage.
+var updateCh = make(chan prometheus.Metric, 1<<16)
+
 // update collects c once and returns its metrics.
 func update(ctx context.Context, c *outbox.Collector) ([]prometheus.Metric, error) {
-	ch := make(chan prometheus.Metric, 1<<16)
-	err := c.Update(ctx, ch)
-	close(ch)
-	ms := make([]prometheus.Metric, 0, len(ch))
-	for m := range ch {
-		ms = append(ms, m)
+	err := c.Update(ctx, updateCh)
+	ms := make([]prometheus.Metric, 0, len(updateCh))
+	for len(updateCh) > 0 {
+		ms = append(ms, <-updateCh)
 	}
 	return ms, err
 }

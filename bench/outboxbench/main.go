@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -60,7 +61,12 @@ func main() {
 	combos := flag.String("combos", "", "measure the capped collection at these numbers of label combinations (comma-separated), with -incident unpublished rows, in the database "+combosDB+" (combos.go)")
 	combosClaimed := flag.Bool("combos-claimed", false, "with -combos: one unpublished row in twenty claimed")
 	cpuProfile := flag.String("cpuprofile", "", "write the process's CPU profile to this file")
+	memProfile := flag.String("memprofile", "", "write the process's allocations (a heap profile, all samples) to this file at the end")
 	flag.Parse()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer writeMemProfile(*memProfile)
+	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
@@ -461,4 +467,18 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeMemProfile writes the heap profile, whose alloc_space sample
+// shows where the run allocated.
+func writeMemProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outboxbench: memory profile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxbench: memory profile:", err)
+	}
 }

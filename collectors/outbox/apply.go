@@ -161,7 +161,7 @@ func (s *Sampler) admit(r *read, fresh []PublishedRow, now time.Time) {
 // chose. (The per label set read, when it runs, reads every series, so
 // what it admits leaves none unread.)
 func (s *Sampler) combos(r *read, fresh []PublishedRow) []Combo {
-	var combos []Combo
+	combos := make([]Combo, 0, len(r.groups)+len(r.dead)+len(r.unclassified)+len(r.oldest)+len(fresh))
 	for _, g := range r.groups {
 		if g.part != partProbe && g.part != partProbeAge {
 			combos = append(combos, Combo{Values: g.labels, Rows: g.rows, OldestAge: g.age})
@@ -202,8 +202,7 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	rules := s.spec.Rules
 	deadlines := s.spec.Deadlines()
 	gauges := map[string]*Series{}
-	at := func(vals []string) *Series {
-		folded, key := s.cap.FoldKey(vals)
+	series := func(folded []string, key string) *Series {
 		g, ok := gauges[key]
 		if !ok {
 			g = &Series{Labels: folded}
@@ -211,20 +210,22 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 		}
 		return g
 	}
-	// The combinations whose pending rows the per label set read
-	// counted; it stops after MaxOldestTuples combinations.
-	reached := map[string]bool{}
-	for _, g := range r.groups {
-		if g.part == partPending {
-			reached[joinLabels(g.labels)] = true
-		}
-	}
+	at := func(vals []string) *Series { return series(s.cap.FoldKey(vals)) }
+	// A group folded by the cap the sample ended with (cover.go) is not
+	// folded again.
+	folded := r.admitted != nil && s.cap == r.admitted
+	reached := reachedCombos(r)
 	for _, g := range r.groups {
 		st := rules.Classify(g.facts)
 		if st == Ignored || st == Published || st == Dead {
 			continue
 		}
-		x := at(g.labels)
+		var x *Series
+		if folded && g.hasFold {
+			x = series(g.folded, g.key)
+		} else {
+			x = at(g.labels)
+		}
 		if g.age > x.OldestAge {
 			x.OldestAge = g.age
 		}
@@ -272,6 +273,18 @@ func (s *Sampler) gauges(r *read) map[string]*Series {
 	}
 	s.applyOrder(r, at)
 	return gauges
+}
+
+// reachedCombos are the combinations whose pending rows the per label
+// set read counted; it stops after MaxOldestTuples combinations.
+func reachedCombos(r *read) map[string]bool {
+	reached := map[string]bool{}
+	for _, g := range r.groups {
+		if g.part == partPending {
+			reached[joinLabels(g.labels)] = true
+		}
+	}
+	return reached
 }
 
 func (s *Sampler) tuple(key string, labels []string) *tupleState {

@@ -42,7 +42,7 @@ func queueClaimedWalks(b *pgx.Batch, spec *boundSpec, r *read) {
 	k := spec.ClaimedBudget()
 	for i := range r.claimed {
 		w := &r.claimed[i]
-		queueGroups(b, spec.ClaimedWalkQuery(w.part, k), spec, w.kind(), &w.groups, "walk the claimed rows (capped)")
+		r.follow(b, aheadRead{sql: spec.ClaimedWalkQuery(w.part, k)}, spec, w.kind(), &w.groups, "walk the claimed rows (capped)")
 	}
 }
 
@@ -69,7 +69,10 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 		firsts []string
 	}
 	needs := make([]need, len(r.claimed))
+	// cb holds the probes not read ahead; probed is set when any probe
+	// was queued or taken.
 	cb := &pgx.Batch{}
+	probed := false
 	for i := range r.claimed {
 		w := &r.claimed[i]
 		if fallback {
@@ -79,7 +82,10 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 			// The walk read every row of its part.
 			continue
 		}
-		w.met = s.metClaimed(r.admitted, w.groups)
+		w.met = map[string]bool{}
+		for j := range w.groups {
+			w.met[r.fold(&w.groups[j])] = true
+		}
 		var unmet [][]string
 		for _, t := range r.admitted.Targets() {
 			if w.met[joinLabels(t)] {
@@ -101,7 +107,8 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 			}
 		}
 		if q := spec.ClaimedProbeQuery(needs[i].combos, needs[i].firsts, w.part, k); q != "" && !fallback {
-			queueGroups(cb, q, spec, w.kind(), &w.probes, "read the claimed rows of the label sets the walks missed (capped)")
+			probed = true
+			r.follow(cb, aheadRead{sql: q, probe: true}, spec, w.kind(), &w.probes, "read the claimed rows of the label sets the walks missed (capped)")
 		}
 	}
 	if !fallback {
@@ -110,7 +117,7 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 	if err := sendProbes(ctx, tx, b); err != nil {
 		return err
 	}
-	if !fallback && cb.Len() > 0 {
+	if !fallback && probed {
 		for i := range r.claimed {
 			if !s.firstsCovered(r.admitted, &r.claimed[i], needs[i].firsts, k) {
 				fallback = true
@@ -120,10 +127,21 @@ func (s *Sampler) coverClaimed(ctx context.Context, tx pgx.Tx, spec *boundSpec, 
 	if fallback {
 		return s.claimedSkipScan(ctx, tx, spec, r)
 	}
+	r.addClaimed()
+	return nil
+}
+
+// addClaimed adds what the walks of the claimed rows and their probes
+// read to the sample's groups, growing them once.
+func (r *read) addClaimed() {
+	n := 0
+	for _, w := range r.claimed {
+		n += len(w.groups) + len(w.probes)
+	}
+	r.groups = slices.Grow(r.groups, n)
 	for _, w := range r.claimed {
 		r.groups = append(append(r.groups, w.groups...), w.probes...)
 	}
-	return nil
 }
 
 // metClaimed are the series, as pc folds them, that groups hold a row of.

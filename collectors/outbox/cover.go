@@ -77,9 +77,11 @@ func (s *Sampler) queuePendingProbes(b *pgx.Batch, spec *boundSpec, r *read, pro
 		return
 	}
 	k := max(s.o.MaxCount/len(probes), 1)
-	queueGroups(b, spec.ProbeQuery(probes, k, false), spec, partProbe, &r.groups, "read the label sets the oldest rows missed (capped)")
+	r.follow(b, aheadRead{sql: spec.ProbeQuery(probes, k, false), probe: true}, spec, partProbe, &r.groups,
+		"read the label sets the oldest rows missed (capped)")
 	// The oldest row of each, claimed or not, for its age alone.
-	queueGroups(b, spec.ProbeQuery(probes, 1, true), spec, partProbeAge, &r.groups, "read the oldest rows of the label sets the walk missed (capped)")
+	r.follow(b, aheadRead{sql: spec.ProbeQuery(probes, 1, true), probe: true}, spec, partProbeAge, &r.groups,
+		"read the oldest rows of the label sets the walk missed (capped)")
 }
 
 // sendProbes sends b, reads whose label values are in their text, which
@@ -161,14 +163,15 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 	// it met a pending row of has its pending rows counted.
 	met, metPending := map[string]bool{}, map[string]bool{}
 	overridden := map[string]int64{}
-	for _, g := range r.groups {
+	for i := range r.groups {
+		g := &r.groups[i]
 		if g.part != partOverride && g.part != partWalk {
 			continue
 		}
 		if g.part == partOverride {
 			overridden[g.labels[0]] += g.rows
 		}
-		key := foldKey(pc, g.labels)
+		key := r.fold(g)
 		met[key] = true
 		if spec.Rules.Classify(g.facts) == Pending {
 			metPending[key] = true
@@ -178,6 +181,17 @@ func (s *Sampler) uncovered(spec *boundSpec, r *read) ([][]string, bool) {
 	// the rows of its value.
 	readAll := func(v string) bool { return overridden[v] < int64(s.o.MaxCount) }
 	return coverTargets(pc, met, metPending, readAll)
+}
+
+// fold returns the key of the series r.admitted folds g into, and keeps
+// it in g: when the sample ends with that cap (apply), gauges does not
+// fold g again.
+func (r *read) fold(g *group) string {
+	if !g.hasFold {
+		g.folded, g.key = r.admitted.FoldKey(g.labels)
+		g.hasFold = true
+	}
+	return g.key
 }
 
 // coverTargets decides, for the series a cap can fold rows into, those

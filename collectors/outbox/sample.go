@@ -38,10 +38,14 @@ type Sampler struct {
 	// slot (behind.go), 0 for any other: its samples need the slot's
 	// confirmed time.
 	behind time.Duration
-	// claimedWalks: the last sample found more than max_count rows
-	// claimed, so this one sends the walks of the claimed rows with
-	// their count, a round trip earlier.
-	claimedWalks bool
+	// ahead are the follow-up reads of the last sample, which this one
+	// sends in its first batch (ahead.go).
+	ahead []aheadRead
+	// groups is how many groups the last sample read in all (the state
+	// query's up to max_count+1, and the capped reads'): this one
+	// allocates as many at once for the state query's, which the capped
+	// reads' join.
+	groups int
 }
 
 // NewSampler returns a sampler of outbox name.
@@ -72,7 +76,7 @@ func (s *Sampler) Sample(ctx context.Context, pool *pgxpool.Pool) (*Snapshot, er
 // before the first sample.
 func (s *Sampler) PublishedBySlot(lookback time.Duration) {
 	s.behind = lookback
-	s.spec = nil
+	s.spec, s.ahead = nil, nil
 }
 
 // SampleBehind is Sample for an outbox published by a replication slot
@@ -96,16 +100,20 @@ func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) 
 		// Introspect again next time: the table may have been dropped and
 		// created anew, with other column types.
 		s.spec = nil
+		// The reads sent ahead are built for the table as it was read.
+		s.ahead = nil
 		return nil, fmt.Errorf("sample outbox %q (table %s): %w", s.name, s.o.Table, err)
 	}
-	s.claimedWalks = r.claimedCount > int64(s.o.MaxCount)
+	s.ahead, s.groups = r.sent, len(r.groups)
 	return s.apply(r), nil
 }
 
 // fetch sends the queries as one batch in one read-only transaction: one
 // round trip, and every query sees the same now(). The capped reads
-// follow in a second batch of the same transaction, only when a count
-// passed max_count. The batch goes in the database's next round
+// follow in more batches of the same transaction, only when a count
+// passed max_count; while the outbox stays capped, those of the last
+// sample go ahead in the first batch (ahead.go), so that usually none
+// follows. The batch goes in the database's next round
 // (pg.Rounds), with the batches of its other outboxes waiting then, in
 // their transaction.
 func (s *Sampler) fetch(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) (*read, error) {
@@ -163,7 +171,7 @@ func (s *Sampler) followUps(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *
 			return err
 		}
 	}
-	if b := s.claimedCappedBatch(spec, r); b != nil {
+	if b := s.claimedCappedBatch(spec, r); b != nil && b.Len() > 0 {
 		if err := pg.SendBatch(ctx, tx, b); err != nil {
 			return err
 		}
@@ -186,7 +194,7 @@ func (s *Sampler) firstBatch(spec *boundSpec, r *read, c *Confirmed) *pgx.Batch 
 		}
 		return nil
 	})
-	queueGroups(b, spec.StateQuery(), spec, partAll, &r.groups, "count unpublished rows")
+	queueSized(b, spec.StateQuery(), spec, partAll, &r.groups, "count unpublished rows", s.groups, nil)
 	if q := spec.DeadQuery(); q != "" {
 		queueCounts(b, q, nl, &r.dead, "count dead rows")
 	}
@@ -227,6 +235,7 @@ func (s *Sampler) firstBatch(spec *boundSpec, r *read, c *Confirmed) *pgx.Batch 
 		})
 	}
 	s.queueOrder(b, spec, r)
+	s.queueAhead(b, spec, r)
 	return b
 }
 
@@ -249,25 +258,15 @@ func (s *Sampler) cappedBatch(spec *boundSpec, r *read) (*pgx.Batch, bool) {
 			r.groups[i].part = partWalk
 		}
 		if q := spec.OverridesQuery(); q != "" {
-			queueGroups(b, q, spec, partOverride, &r.groups, "read the rows of the deadline overrides (capped)")
+			r.follow(b, aheadRead{sql: q}, spec, partOverride, &r.groups, "read the rows of the deadline overrides (capped)")
 		}
 		if q := spec.ClaimedCountQuery(); q != "" {
 			// Counted before grouped: while more than max_count are
 			// claimed their groups are never used (claimedCappedBatch).
-			b.Queue(q).QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&r.claimedCount); err != nil {
-					return fmt.Errorf("count claimed rows (capped): %w", err)
-				}
-				return nil
-			})
-			if s.claimedWalks {
-				// Likely still more than max_count: walk them now,
-				// dropped if not (claimedCappedBatch).
-				queueClaimedWalks(b, spec, r)
-			}
+			r.followCount(b, q)
 		}
 		if q := spec.UnknownQuery(); q != "" {
-			queueGroups(b, q, spec, partUnknown, &r.groups, "count unknown results (capped)")
+			r.follow(b, aheadRead{sql: q}, spec, partUnknown, &r.groups, "count unknown results (capped)")
 		}
 	}
 	if q := spec.DeadCappedQuery(); deadCapped && q != "" {
@@ -297,14 +296,10 @@ func overCap(s *boundSpec, r *read, p part) bool {
 // are capped: their groups (ClaimedQuery) when at most max_count are
 // claimed, else the walks of their parts (claimedcover.go completes
 // them); and it replaces the unclaimed unknown results by
-// UnknownCappedQuery's when more than max_count have one. nil when there
-// is nothing to read.
+// UnknownCappedQuery's when more than max_count have one. nil or empty
+// when there is nothing to read (or it was all read ahead).
 func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
 	claimed, unknown := r.claimedCount > int64(s.o.MaxCount), overCap(spec, r, partUnknown)
-	if !claimed {
-		// Walks sent with the count (claimedWalks) are not needed.
-		r.claimed = nil
-	}
 	b := &pgx.Batch{}
 	if q := spec.ClaimedQuery(); q != "" && r.claimedCount > 0 && !claimed {
 		queueGroups(b, q, spec, partClaimed, &r.groups, "count claimed rows (capped)")
@@ -324,7 +319,7 @@ func (s *Sampler) claimedCappedBatch(spec *boundSpec, r *read) *pgx.Batch {
 		}
 		r.groups = kept
 	}
-	if claimed && r.claimed == nil {
+	if claimed {
 		queueClaimedWalks(b, spec, r)
 	}
 	if unknown {

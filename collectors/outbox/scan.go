@@ -2,10 +2,12 @@ package outbox
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
 )
@@ -45,6 +47,12 @@ type group struct {
 	// order of Spec.Deadlines (a slice: a sample may read thousands of
 	// groups).
 	late []int64
+	// folded and key: the series the series cap the capped reads
+	// admitted on a copy (read.admitted) folds labels into, once asked
+	// (read.fold), so that the sample folds each group once.
+	folded  []string
+	key     string
+	hasFold bool
 }
 
 type oldest struct {
@@ -70,6 +78,11 @@ type read struct {
 	// claimedCount is how many rows are claimed, up to max_count+1,
 	// while the unpublished rows are capped.
 	claimedCount int64
+	// ahead holds the answers of the reads sent ahead, by their text,
+	// until a follow-up takes them; sent are the follow-up reads this
+	// sample queued or took (ahead.go).
+	ahead        map[string]*aheadAnswer
+	sent         []aheadRead
 	dead         []group
 	unclassified []group
 	leases       []Mark
@@ -100,20 +113,50 @@ func strs(ps []*string) []string {
 	return out
 }
 
+// texts is strs for label values scanned as pgtype.Text (NULL is not
+// Valid).
+func texts(ts []pgtype.Text) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		if t.Valid {
+			out[i] = strings.ToValidUTF8(t.String, "\uFFFD")
+		}
+	}
+	return out
+}
+
 // queueGroups queues a state-shaped query whose groups are appended to
 // *dst, tagged with the part that read them.
 func queueGroups(b *pgx.Batch, q string, spec *boundSpec, p part, dst *[]group, what string) {
+	queueSized(b, q, spec, p, dst, what, 0, nil)
+}
+
+// queueSized is queueGroups for a read that returned about hint groups
+// at the last sample; read, if not nil, is told how many it returned.
+func queueSized(b *pgx.Batch, q string, spec *boundSpec, p part, dst *[]group, what string, hint int, read func(int)) {
 	b.Queue(q).Query(func(rows pgx.Rows) error {
-		gs, err := scanGroups(rows, spec)
+		gs, err := scanGroups(rows, spec, hint)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		for i := range gs {
 			gs[i].part = p
 		}
-		*dst = append(*dst, gs...)
+		if read != nil {
+			read(len(gs))
+		}
+		addGroups(dst, gs)
 		return nil
 	})
+}
+
+// addGroups appends gs, which the caller gives up, to *dst.
+func addGroups(dst *[]group, gs []group) {
+	if len(*dst) == 0 {
+		*dst = gs
+		return
+	}
+	*dst = append(*dst, gs...)
 }
 
 // queueCounts queues a query of label values and a count (the dead and
@@ -131,17 +174,21 @@ func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
 
 // scanGroups reads a state-shaped query. A capped sample reads up to
 // max_count+1 groups here, so the scan targets are allocated once per
-// query, not per row, and the past-deadline counts share chunks.
-func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
+// query, not per row, the past-deadline counts share chunks, and the
+// groups are allocated at once when the caller knows about how many
+// come (hint: as many as the same read returned at the last sample).
+func scanGroups(rows pgx.Rows, spec *boundSpec, hint int) ([]group, error) {
 	defer rows.Close()
 	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
+	// Values, not pointers: pgx scans a pointer to a pointer through
+	// reflection, a new value per column and row.
 	var (
-		out    []group
+		out    = make([]group, 0, hint)
 		status string
 		bits   int32
 		n      int64
-		age    *float64
-		labels = make([]*string, nl)
+		age    pgtype.Float8
+		labels = make([]pgtype.Text, nl)
 		late   = make([]int64, nd)
 		chunk  []int64
 	)
@@ -155,21 +202,25 @@ func scanGroups(rows pgx.Rows, spec *boundSpec) ([]group, error) {
 		dest = append(dest, &late[i])
 	}
 	for rows.Next() {
-		age = nil
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		if n <= 0 {
 			continue
 		}
-		g := group{rows: n, labels: strs(labels), facts: FactsFromBits(status, bits)}
+		g := group{rows: n, labels: texts(labels), facts: FactsFromBits(status, bits)}
 		if len(chunk) < nd {
 			chunk = make([]int64, nd*256)
 		}
 		g.late, chunk = chunk[:nd:nd], chunk[nd:]
 		copy(g.late, late)
-		if age != nil && *age > 0 {
-			g.age = *age
+		if age.Valid && age.Float64 > 0 {
+			g.age = age.Float64
+		}
+		if len(out) == cap(out) {
+			// Doubled: append grows a large slice by a quarter at a
+			// time, allocating several times its size on the way.
+			out = slices.Grow(out, max(len(out), 16))
 		}
 		out = append(out, g)
 	}

@@ -88,12 +88,14 @@ func prepareSeen(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
 	}
 	var again []string
 	for _, q := range b.QueuedQueries {
-		if sent[q.SQL] {
+		if sent[q.SQL] && !isUnprepared(q) {
 			again = append(again, q.SQL)
 		}
 	}
 	for _, q := range b.QueuedQueries {
-		sent[q.SQL] = true
+		if !isUnprepared(q) {
+			sent[q.SQL] = true
+		}
 	}
 	for _, sql := range again {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
@@ -101,4 +103,25 @@ func prepareSeen(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
 		}
 	}
 	return nil
+}
+
+// Unprepared, as the first argument of a query queued on a batch, has
+// SendBatch and ReadOnlyBatch send it unnamed however often it was sent
+// before: a query whose text holds the values it reads changes with
+// them, and each text prepared would stay on the session for its life.
+// pgx drops it before sending (a query rewriter that rewrites nothing).
+var Unprepared pgx.QueryRewriter = unprepared{}
+
+type unprepared struct{}
+
+func (unprepared) RewriteQuery(_ context.Context, _ *pgx.Conn, sql string, args []any) (string, []any, error) {
+	return sql, args, nil
+}
+
+func isUnprepared(q *pgx.QueuedQuery) bool {
+	if len(q.Arguments) == 0 {
+		return false
+	}
+	_, ok := q.Arguments[0].(unprepared)
+	return ok
 }

@@ -233,6 +233,40 @@ func TestRoundsPrepareWhatASessionSendsAgain(t *testing.T) {
 	}
 }
 
+// A statement queued with Unprepared is sent unnamed however often a
+// session sends it, in the first batch as in a follow-up, and reads its
+// arguments as any other.
+func TestRoundsNeverPrepareUnprepared(t *testing.T) {
+	ctx, _, pool := openFenced(t, "")
+	r := RoundsOf(pool)
+	const first, more = `SELECT $1::int + 1`, `SELECT $1::int + 2`
+	var prepared []int
+	for n := range 3 {
+		var got1, got2 int
+		j := Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) {
+			b := &pgx.Batch{}
+			b.Queue(first, Unprepared, n).QueryRow(func(row pgx.Row) error { return row.Scan(&got1) })
+			return b, func(tx pgx.Tx) error {
+				mb := &pgx.Batch{}
+				mb.Queue(more, Unprepared, n).QueryRow(func(row pgx.Row) error { return row.Scan(&got2) })
+				return SendBatch(ctx, tx, mb)
+			}
+		}}
+		j.After = func(ctx context.Context, conn *pgx.Conn) error {
+			var k int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement IN ($1, $2)`, first, more).Scan(&k)
+			prepared = append(prepared, k)
+			return err
+		}
+		if err := r.Run(ctx, j); err != nil || got1 != n+1 || got2 != n+2 {
+			t.Fatalf("collection %d: %v, read %d and %d", n, err, got1, got2)
+		}
+	}
+	if fmt.Sprint(prepared) != "[0 0 0]" {
+		t.Errorf("the statements prepared on the session after each collection: %v, want [0 0 0]", prepared)
+	}
+}
+
 // ReadInRound joins the round of a pool's database, sharing its
 // transaction, and on any other Beginner reads in a transaction of its
 // own.
