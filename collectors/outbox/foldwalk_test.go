@@ -171,7 +171,7 @@ func foldOldestOf(ctx context.Context, t *testing.T, env *oracleEnv, spec *bound
 	if err != nil {
 		t.Fatalf("%v\n%s", err, q)
 	}
-	gs, err := scanGroups(rows, spec)
+	gs, err := scanGroups(rows, spec, 0)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, q)
 	}
