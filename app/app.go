@@ -145,6 +145,7 @@ func (b *builder) keep(key string, prevCfg, cfg any) bool {
 
 func (b *builder) pools(ctx context.Context) error {
 	cfg := b.a.Config
+	servers := database.NewServers()
 	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
 		if !b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
 			pool, closePool, err := pg.OpenShared(ctx, cfg.Databases[name], b.a.Sessions)
@@ -157,8 +158,8 @@ func (b *builder) pools(ctx context.Context) error {
 			b.a.Pools[name] = b.prev.Pools[name]
 		}
 		// Whether it is a standby, and how far behind: what every outbox
-		// read there is worth.
-		b.cs = append(b.cs, database.NewCollector(name, b.a.Pools[name]))
+		// read there is worth; read once per server and scrape.
+		b.cs = append(b.cs, servers.Collector(name, b.a.Pools[name]))
 	}
 	return nil
 }

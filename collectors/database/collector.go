@@ -30,10 +30,14 @@ var (
 type Collector struct {
 	name string
 	db   pg.Beginner
+	// server, when set, shares the server's reads with the collectors
+	// of its other databases (Servers).
+	server *server
 }
 
 // NewCollector returns the collector of database name, reading through db
-// (a pool from pg.Open).
+// (a pool from pg.Open) on its own; Servers.Collector shares the reads of
+// one server's databases.
 func NewCollector(name string, db pg.Beginner) *Collector {
 	return &Collector{name: name, db: db}
 }
@@ -52,7 +56,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Update implements collectors.Collector.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	st, err := Read(ctx, c.db)
+	var st State
+	var err error
+	if c.server != nil {
+		st, err = c.server.read(ctx, c.db)
+	} else {
+		st, err = Read(ctx, c.db)
+	}
 	if err != nil {
 		return fmt.Errorf("database %q: %w", c.name, err)
 	}

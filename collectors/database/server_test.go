@@ -1,0 +1,235 @@
+package database
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors"
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
+	"github.com/outbox-exporter/outbox_exporter/internal/pg"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
+	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
+)
+
+// wireCounter stands between the pools and the server and counts the
+// transactions the server ended: each ReadyForQuery that reports the
+// session idle, apart from the one that ends the startup.
+type wireCounter struct {
+	ln     net.Listener
+	xacts  atomic.Int64
+	wg     sync.WaitGroup
+	server string
+}
+
+func newWireCounter(t *testing.T, server string) *wireCounter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wireCounter{ln: ln, server: server}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go w.session(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return w
+}
+
+func (w *wireCounter) session(client net.Conn) {
+	defer client.Close()
+	server, err := net.Dial("tcp", w.server)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go func() {
+		_, _ = io.Copy(server, client)
+		server.Close()
+	}()
+	r := bufio.NewReader(server)
+	first := true
+	var hdr [5]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		body := make([]byte, int(binary.BigEndian.Uint32(hdr[1:]))-4)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		if hdr[0] == 'Z' && len(body) == 1 && body[0] == 'I' {
+			if !first {
+				w.xacts.Add(1)
+			}
+			first = false
+		}
+		if _, err := client.Write(append(hdr[:], body...)); err != nil {
+			return
+		}
+	}
+}
+
+// through returns db's URL with its host and port the counter's.
+func (w *wireCounter) through(t *testing.T, db *pgtest.DB) string {
+	t.Helper()
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = w.ln.Addr().String()
+	return u.String()
+}
+
+// TestServerFactsOncePerScrape: two databases of one server, collected
+// by one Exporter, cost the server one transaction a scrape for their
+// recovery state, counted on the wire, and each still has its series;
+// when the database that reads for both is gone, the other reads its
+// own and only the gone one's collection fails.
+func TestServerFactsOncePerScrape(t *testing.T) {
+	a, b := pgtest.New(t), pgtest.New(t)
+	su, err := url.Parse(pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWireCounter(t, su.Host)
+	ctx := context.Background()
+	open := func(db *pgtest.DB) *pgxpool.Pool {
+		pool, err := pg.Open(ctx, &config.Database{DSN: config.Secret(w.through(t, db)), MaxConnections: 2,
+			StatementTimeout: 10 * time.Second, LockTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	servers := NewServers()
+	pa, pb := open(a), open(b)
+	e := collectors.NewExporter(testutil.Quiet(), servers.Collector("a", pa), servers.Collector("b", pb))
+	// scrape collects once and returns each database's in_recovery and
+	// each collection's success.
+	scrape := func() (rec, ok map[string]float64) {
+		rec, ok = map[string]float64{}, map[string]float64{}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for _, m := range e.Collect(cctx) {
+			switch {
+			case testutil.IsMetric(m, "outbox_database_in_recovery"):
+				rec[testutil.LabelOf(t, m, "database")] = testutil.MetricValue(t, m)
+			case testutil.IsMetric(m, "outbox_exporter_collector_success"):
+				ok[testutil.LabelOf(t, m, "target")] = testutil.MetricValue(t, m)
+			}
+		}
+		return rec, ok
+	}
+	// The first scrape opens the session, the second prepares the
+	// statement it sends again (pg.SendBatch), each its own exchange on
+	// the wire; the count starts after them.
+	scrape()
+	scrape()
+	const scrapes = 5
+	w.xacts.Store(0)
+	for i := range scrapes {
+		rec, ok := scrape()
+		if rec["a"] != 0 || rec["b"] != 0 || len(rec) != 2 || ok["a"] != 1 || ok["b"] != 1 {
+			t.Fatalf("scrape %d: in_recovery %v, success %v; want both databases collected, not in recovery", i, rec, ok)
+		}
+	}
+	if n := w.xacts.Load(); n != scrapes {
+		t.Fatalf("%d scrapes of two databases on one server ended %d transactions on the wire, want %d (one a scrape)", scrapes, n, scrapes)
+	}
+
+	// A collector that asks after the other's read ended, in the same
+	// collection, shares it too.
+	later := NewServers()
+	seq := collectors.NewExporter(testutil.Quiet(), inTurn{later.Collector("a", pa), later.Collector("b", pb)})
+	seq.Collect(ctx)
+	w.xacts.Store(0)
+	for range scrapes {
+		if n := len(seq.Collect(ctx)); n != 6 {
+			t.Fatalf("collected %d metrics, want the two gauges of each database and the collection's two", n)
+		}
+	}
+	if n := w.xacts.Load(); n != scrapes {
+		t.Fatalf("%d scrapes, each collecting two databases on one server one after the other, ended %d transactions on the wire, want %d", scrapes, n, scrapes)
+	}
+
+	// The database read first is gone: b reads its own.
+	gone := a.Name
+	a.Admin.Close()
+	server, err := pgxpool.New(ctx, pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if _, err := server.Exec(ctx, `DROP DATABASE "`+gone+`" WITH (FORCE)`); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := scrape()
+	if ok["a"] != 0 || ok["b"] != 1 || rec["b"] != 0 || len(rec) != 1 {
+		t.Fatalf("after dropping a: in_recovery %v, success %v; want only a's collection failed", rec, ok)
+	}
+}
+
+// inTurn collects its collectors one after the other.
+type inTurn []*Collector
+
+func (c inTurn) Name() string                        { return "database" }
+func (c inTurn) Target() string                      { return "in turn" }
+func (c inTurn) Describe(ch chan<- *prometheus.Desc) { c[0].Describe(ch) }
+
+func (c inTurn) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	for _, one := range c {
+		if err := one.Update(ctx, ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestServerKey: databases share a reading only when their DSNs reach
+// the same hosts.
+func TestServerKey(t *testing.T) {
+	key := func(dsn string) string {
+		pc, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return serverKey(pc)
+	}
+	same := [][2]string{
+		{"postgres://u@db1:5432/main", "postgres://v@db1:5432/search"},
+		{"host=db1,db2 port=5432,5433 dbname=a", "host=db1,db2 port=5432,5433 dbname=b"},
+	}
+	for _, c := range same {
+		if key(c[0]) != key(c[1]) {
+			t.Errorf("%s and %s: keys %q and %q, want the same", c[0], c[1], key(c[0]), key(c[1]))
+		}
+	}
+	apart := [][2]string{
+		{"postgres://u@db1:5432/main", "postgres://u@db1:5433/main"},
+		{"postgres://u@db1:5432/main", "postgres://u@db2:5432/main"},
+		{"host=db1 dbname=a", "host=db1,db2 dbname=b"},
+	}
+	for _, c := range apart {
+		if key(c[0]) == key(c[1]) {
+			t.Errorf("%s and %s: both %q, want them apart", c[0], c[1], key(c[0]))
+		}
+	}
+}
