@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -23,10 +24,11 @@ import (
 type Servers struct {
 	mu    sync.Mutex
 	byKey map[string]*server
+	ride  time.Duration // the collectors' (tests wait longer)
 }
 
 // NewServers returns an empty set of servers.
-func NewServers() *Servers { return &Servers{byKey: map[string]*server{}} }
+func NewServers() *Servers { return &Servers{byKey: map[string]*server{}, ride: ride} }
 
 // server is one server's shared reads. The first database added reads
 // for all of them.
@@ -47,9 +49,12 @@ type reading struct {
 
 // Collector returns the collector of database name, reading through db
 // (a pool from pg.Open); the collectors of databases on one server share
-// its reads. A db that is not a pool reads alone.
+// its reads, made through the first of them added: add first those whose
+// outboxes every scrape collects, so that the read goes in the round of
+// their collections. A db that is not a pool reads alone.
 func (s *Servers) Collector(name string, db pg.Beginner) *Collector {
 	c := NewCollector(name, db)
+	c.ride = s.ride
 	pool, ok := db.(*pgxpool.Pool)
 	if !ok {
 		return c
@@ -84,7 +89,7 @@ func serverKey(pc *pgxpool.Config) string {
 // this call reads through the server's first database. When the shared
 // read failed, a collector of another database reads through its own, so
 // that one database's trouble fails only its own collection.
-func (s *server) read(ctx context.Context, own pg.Beginner) (State, error) {
+func (s *server) read(ctx context.Context, own pg.Beginner, wait time.Duration) (State, error) {
 	id, scraped := collectors.CollectionOf(ctx)
 	s.mu.Lock()
 	r := s.last
@@ -92,7 +97,7 @@ func (s *server) read(ctx context.Context, own pg.Beginner) (State, error) {
 		r = &reading{collection: id, scraped: scraped, done: make(chan struct{})}
 		s.last = r
 		s.mu.Unlock()
-		r.st, r.err = Read(ctx, s.db)
+		r.st, r.err = read(ctx, s.db, wait)
 		close(r.done)
 	} else {
 		s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -170,6 +172,32 @@ func TestServerFactsOncePerScrape(t *testing.T) {
 		t.Fatalf("%d scrapes, each collecting two databases on one server one after the other, ended %d transactions on the wire, want %d", scrapes, n, scrapes)
 	}
 
+	// With a collection of database a in the same scrape, as an
+	// outbox's, the read goes in its round: still one transaction a
+	// scrape. The collection asks once the read waits (the read waits
+	// for it for as long as the test runs), so that the order of the two
+	// is the one that matters.
+	joined := NewServers()
+	joined.ride = time.Hour
+	ce := collectors.NewExporter(testutil.Quiet(), joined.Collector("a", pa), joined.Collector("b", pb), company{pa})
+	joinedScrape := func() {
+		t.Helper()
+		for _, m := range ce.Collect(ctx) {
+			if testutil.IsMetric(m, "outbox_exporter_collector_success") && testutil.MetricValue(t, m) != 1 {
+				t.Fatalf("collection of %s failed", testutil.LabelOf(t, m, "target"))
+			}
+		}
+	}
+	joinedScrape()
+	joinedScrape()
+	w.xacts.Store(0)
+	for range scrapes {
+		joinedScrape()
+	}
+	if n := w.xacts.Load(); n != scrapes {
+		t.Fatalf("%d scrapes of two databases on one server and a collection of one of them ended %d transactions on the wire, want %d (one a scrape)", scrapes, n, scrapes)
+	}
+
 	// The database read first is gone: b reads its own.
 	gone := a.Name
 	a.Admin.Close()
@@ -185,6 +213,28 @@ func TestServerFactsOncePerScrape(t *testing.T) {
 	if ok["a"] != 0 || ok["b"] != 1 || rec["b"] != 0 || len(rec) != 1 {
 		t.Fatalf("after dropping a: in_recovery %v, success %v; want only a's collection failed", rec, ok)
 	}
+}
+
+// company is another collection of a database (as an outbox's), sent
+// in its rounds once the recovery state's read waits in their queue.
+type company struct{ pool *pgxpool.Pool }
+
+func (c company) Name() string                     { return "company" }
+func (c company) Target() string                   { return "company" }
+func (c company) Describe(chan<- *prometheus.Desc) {}
+
+func (c company) Update(ctx context.Context, _ chan<- prometheus.Metric) error {
+	r := pg.RoundsOf(c.pool)
+	for deadline := time.Now().Add(10 * time.Second); r.Queued() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return errors.New("no read waited for a round within 10 s")
+		}
+	}
+	return pg.ReadInRound(ctx, c.pool, func() *pgx.Batch {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT 1`)
+		return b
+	})
 }
 
 // inTurn collects its collectors one after the other.
