@@ -1,15 +1,8 @@
 package database
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
-	"io"
-	"net"
-	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,81 +17,6 @@ import (
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
 
-// wireCounter stands between the pools and the server and counts the
-// transactions the server ended: each ReadyForQuery that reports the
-// session idle, apart from the one that ends the startup.
-type wireCounter struct {
-	ln     net.Listener
-	xacts  atomic.Int64
-	wg     sync.WaitGroup
-	server string
-}
-
-func newWireCounter(t *testing.T, server string) *wireCounter {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &wireCounter{ln: ln, server: server}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go w.session(c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return w
-}
-
-func (w *wireCounter) session(client net.Conn) {
-	defer client.Close()
-	server, err := net.Dial("tcp", w.server)
-	if err != nil {
-		return
-	}
-	defer server.Close()
-	go func() {
-		_, _ = io.Copy(server, client)
-		server.Close()
-	}()
-	r := bufio.NewReader(server)
-	first := true
-	var hdr [5]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return
-		}
-		body := make([]byte, int(binary.BigEndian.Uint32(hdr[1:]))-4)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return
-		}
-		if hdr[0] == 'Z' && len(body) == 1 && body[0] == 'I' {
-			if !first {
-				w.xacts.Add(1)
-			}
-			first = false
-		}
-		if _, err := client.Write(append(hdr[:], body...)); err != nil {
-			return
-		}
-	}
-}
-
-// through returns db's URL with its host and port the counter's.
-func (w *wireCounter) through(t *testing.T, db *pgtest.DB) string {
-	t.Helper()
-	u, err := url.Parse(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = w.ln.Addr().String()
-	return u.String()
-}
-
 // TestServerFactsOncePerScrape: two databases of one server, collected
 // by one Exporter, cost the server one transaction a scrape for their
 // recovery state, counted on the wire, and each still has its series;
@@ -106,14 +24,10 @@ func (w *wireCounter) through(t *testing.T, db *pgtest.DB) string {
 // own and only the gone one's collection fails.
 func TestServerFactsOncePerScrape(t *testing.T) {
 	a, b := pgtest.New(t), pgtest.New(t)
-	su, err := url.Parse(pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newWireCounter(t, su.Host)
+	w := pgtest.NewWire(t)
 	ctx := context.Background()
 	open := func(db *pgtest.DB) *pgxpool.Pool {
-		pool, err := pg.Open(ctx, &config.Database{DSN: config.Secret(w.through(t, db)), MaxConnections: 2,
+		pool, err := pg.Open(ctx, &config.Database{DSN: config.Secret(w.URL(t, db.URL)), MaxConnections: 2,
 			StatementTimeout: 10 * time.Second, LockTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -146,14 +60,14 @@ func TestServerFactsOncePerScrape(t *testing.T) {
 	scrape()
 	scrape()
 	const scrapes = 5
-	w.xacts.Store(0)
+	w.Reset()
 	for i := range scrapes {
 		rec, ok := scrape()
 		if rec["a"] != 0 || rec["b"] != 0 || len(rec) != 2 || ok["a"] != 1 || ok["b"] != 1 {
 			t.Fatalf("scrape %d: in_recovery %v, success %v; want both databases collected, not in recovery", i, rec, ok)
 		}
 	}
-	if n := w.xacts.Load(); n != scrapes {
+	if n := w.Transactions(); n != scrapes {
 		t.Fatalf("%d scrapes of two databases on one server ended %d transactions on the wire, want %d (one a scrape)", scrapes, n, scrapes)
 	}
 
@@ -162,13 +76,13 @@ func TestServerFactsOncePerScrape(t *testing.T) {
 	later := NewServers()
 	seq := collectors.NewExporter(testutil.Quiet(), inTurn{later.Collector("a", pa), later.Collector("b", pb)})
 	seq.Collect(ctx)
-	w.xacts.Store(0)
+	w.Reset()
 	for range scrapes {
 		if n := len(seq.Collect(ctx)); n != 6 {
 			t.Fatalf("collected %d metrics, want the two gauges of each database and the collection's two", n)
 		}
 	}
-	if n := w.xacts.Load(); n != scrapes {
+	if n := w.Transactions(); n != scrapes {
 		t.Fatalf("%d scrapes, each collecting two databases on one server one after the other, ended %d transactions on the wire, want %d", scrapes, n, scrapes)
 	}
 
@@ -190,11 +104,11 @@ func TestServerFactsOncePerScrape(t *testing.T) {
 	}
 	joinedScrape()
 	joinedScrape()
-	w.xacts.Store(0)
+	w.Reset()
 	for range scrapes {
 		joinedScrape()
 	}
-	if n := w.xacts.Load(); n != scrapes {
+	if n := w.Transactions(); n != scrapes {
 		t.Fatalf("%d scrapes of two databases on one server and a collection of one of them ended %d transactions on the wire, want %d (one a scrape)", scrapes, n, scrapes)
 	}
 
