@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -145,7 +146,12 @@ func (b *builder) keep(key string, prevCfg, cfg any) bool {
 
 func (b *builder) pools(ctx context.Context) error {
 	cfg := b.a.Config
-	for _, name := range slices.Sorted(maps.Keys(cfg.Databases)) {
+	servers := database.NewServers()
+	// The databases holding outboxes first: a server's recovery state is
+	// read through its first database, in the round of its outboxes.
+	names := slices.Sorted(maps.Keys(cfg.Databases))
+	slices.SortStableFunc(names, func(x, y string) int { return cmp.Compare(outboxesIn(cfg, y), outboxesIn(cfg, x)) })
+	for _, name := range names {
 		if !b.keep("db/"+name, b.pcfg.Databases[name], cfg.Databases[name]) {
 			pool, closePool, err := pg.OpenShared(ctx, cfg.Databases[name], b.a.Sessions)
 			if err != nil {
@@ -157,10 +163,21 @@ func (b *builder) pools(ctx context.Context) error {
 			b.a.Pools[name] = b.prev.Pools[name]
 		}
 		// Whether it is a standby, and how far behind: what every outbox
-		// read there is worth.
-		b.cs = append(b.cs, database.NewCollector(name, b.a.Pools[name]))
+		// read there is worth; read once per server and scrape.
+		b.cs = append(b.cs, servers.Collector(name, b.a.Pools[name]))
 	}
 	return nil
+}
+
+// outboxesIn counts the outboxes in database db.
+func outboxesIn(cfg *config.Config, db string) int {
+	n := 0
+	for _, o := range cfg.Outboxes {
+		if o.Database == db {
+			n++
+		}
+	}
+	return n
 }
 
 // outboxes builds a collector per outbox; an unchanged one continues the

@@ -129,7 +129,22 @@ func (e *Exporter) timedOut() []prometheus.Metric {
 	return out
 }
 
+// collections numbers the collections of every Exporter: CollectionOf.
+var collections atomic.Uint64
+
+type collectionKey struct{}
+
+// CollectionOf returns the number of the collection ctx runs in (one
+// Exporter.Collect, shared by its concurrent scrapes), so that collectors
+// of several targets can read what they have in common once per
+// collection; ok is false outside one.
+func CollectionOf(ctx context.Context) (id uint64, ok bool) {
+	id, ok = ctx.Value(collectionKey{}).(uint64)
+	return id, ok
+}
+
 func (e *Exporter) collectAll(ctx context.Context) []prometheus.Metric {
+	ctx = context.WithValue(ctx, collectionKey{}, collections.Add(1))
 	var (
 		mu  sync.Mutex
 		out []prometheus.Metric

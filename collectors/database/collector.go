@@ -30,12 +30,19 @@ var (
 type Collector struct {
 	name string
 	db   pg.Beginner
+	// server, when set, shares the server's reads with the collectors
+	// of its other databases (Servers).
+	server *server
+	// ride is how long a read waits for the round of the database's
+	// other collections.
+	ride time.Duration
 }
 
 // NewCollector returns the collector of database name, reading through db
-// (a pool from pg.Open).
+// (a pool from pg.Open) on its own; Servers.Collector shares the reads of
+// one server's databases.
 func NewCollector(name string, db pg.Beginner) *Collector {
-	return &Collector{name: name, db: db}
+	return &Collector{name: name, db: db, ride: ride}
 }
 
 // Name implements collectors.Collector.
@@ -52,7 +59,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Update implements collectors.Collector.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	st, err := Read(ctx, c.db)
+	var st State
+	var err error
+	if c.server != nil {
+		st, err = c.server.read(ctx, c.db, c.ride)
+	} else {
+		st, err = read(ctx, c.db, c.ride)
+	}
 	if err != nil {
 		return fmt.Errorf("database %q: %w", c.name, err)
 	}
@@ -89,12 +102,24 @@ const stateQuery = `SELECT pg_is_in_recovery(), now(), pg_postmaster_start_time(
 	CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn(), false) END,
 	CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() END`
 
+// ride is how long a scrape's read of the recovery state waits for the
+// round of the database's outbox collections, which start in the same
+// scrape, to go in their transaction (pg.Job.Ride) rather than in one of
+// its own; a database with none waits that long for nothing.
+const ride = 100 * time.Millisecond
+
 // Read reads db's recovery state in a read-only transaction: from a
 // pool, in the round of its database's collections (pg.Rounds).
 func Read(ctx context.Context, db pg.Beginner) (State, error) {
+	return read(ctx, db, 0)
+}
+
+// read is Read, riding for up to wait in the next round of the
+// database's other collections.
+func read(ctx context.Context, db pg.Beginner, wait time.Duration) (State, error) {
 	var st State
 	var caught, paused *bool
-	err := pg.ReadInRound(ctx, db, func() *pgx.Batch {
+	err := pg.RideInRound(ctx, db, wait, func() *pgx.Batch {
 		b := &pgx.Batch{}
 		b.Queue(stateQuery).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&st.InRecovery, &st.Now, &st.StartedAt, &st.ReplayedAt, &caught, &paused)

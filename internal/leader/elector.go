@@ -158,11 +158,35 @@ func (e *Elector) Run(ctx context.Context) {
 		if !holding && e.awaitHeld(ctx) {
 			continue
 		}
+		e.endTry(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(e.timing.wait(holding)):
 		}
+	}
+}
+
+// ender is a Session whose try may leave a transaction open for the
+// wait that follows it (pgSession).
+type ender interface {
+	End(ctx context.Context) error
+}
+
+// endTry ends what the round's try left open before the loop pauses; a
+// session that fails to is lost.
+func (e *Elector) endTry(ctx context.Context) {
+	s, ok := e.sess.(ender)
+	if !ok {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, e.timing.Check)
+	defer cancel()
+	if err := s.End(qctx); err != nil {
+		if ctx.Err() == nil {
+			e.logger.Warn("leader election: lease session lost; every task led here stopped", "err", err)
+		}
+		e.lose(err)
 	}
 }
 

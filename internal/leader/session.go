@@ -27,7 +27,29 @@ func PGDialer(db *config.Database, identity string, t Timing, budgets *pg.Budget
 }
 
 // pgSession is a Session on one pgx connection.
-type pgSession struct{ conn *pgx.Conn }
+type pgSession struct {
+	conn *pgx.Conn
+	// open is the read-only transaction a try of some locks left open,
+	// so that a wait sent right after it (a standby's, awaitHeld) goes in
+	// the same transaction: a standby then costs the server one
+	// transaction per Wait, not two. Any other call, or End, ends it
+	// first. Session-level advisory locks outlive the transaction's end.
+	open pgx.Tx
+}
+
+// End ends the transaction a try left open, if any (Run calls it before
+// each pause, so that no session idles in a transaction).
+func (s *pgSession) End(ctx context.Context) error {
+	if s.open == nil {
+		return nil
+	}
+	tx := s.open
+	s.open = nil
+	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("end the try's transaction: %w", err)
+	}
+	return nil
+}
 
 // tryLockSQL takes the locks it can and, for each it could not, names
 // the session holding it, in one statement (one transaction: a standby's
@@ -49,6 +71,9 @@ FROM t LEFT JOIN LATERAL (
 ORDER BY t.i`
 
 func (s *pgSession) TryLock(ctx context.Context, keys []int64) ([]Try, error) {
+	if err := s.End(ctx); err != nil {
+		return nil, err
+	}
 	if len(keys) == 0 {
 		var one int
 		if err := s.conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
@@ -56,7 +81,12 @@ func (s *pgSession) TryLock(ctx context.Context, keys []int64) ([]Try, error) {
 		}
 		return nil, nil
 	}
-	rows, err := s.conn.Query(ctx, tryLockSQL, keys)
+	tx, err := s.conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("pg_try_advisory_lock: %w", err)
+	}
+	s.open = tx
+	rows, err := tx.Query(ctx, tryLockSQL, keys)
 	if err != nil {
 		return nil, fmt.Errorf("pg_try_advisory_lock: %w", err)
 	}
@@ -86,7 +116,16 @@ func (s *pgSession) Wait(ctx context.Context, key int64, wait time.Duration) (bo
 	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
 		fmt.Sprint(ms), fmt.Sprint(ms+time.Second.Milliseconds()))
 	b.Queue(`SELECT pg_advisory_lock($1)`, key)
-	err := s.conn.SendBatch(ctx, b).Close()
+	var err error
+	if tx := s.open; tx != nil {
+		// In the try's transaction, which ends with the wait.
+		err = tx.SendBatch(ctx, b).Close()
+		if eerr := s.End(context.WithoutCancel(ctx)); err == nil && eerr != nil {
+			err = eerr
+		}
+	} else {
+		err = s.conn.SendBatch(ctx, b).Close()
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == lockNotAvailable {
 		return false, nil
@@ -98,6 +137,7 @@ func (s *pgSession) Wait(ctx context.Context, key int64, wait time.Duration) (bo
 }
 
 func (s *pgSession) Close() {
+	s.open = nil // ends with the session
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	s.conn.Close(ctx)
@@ -106,6 +146,9 @@ func (s *pgSession) Close() {
 // Unlock frees the locks of keys (each held once by this session: a
 // session takes a lock only when it does not hold it).
 func (s *pgSession) Unlock(ctx context.Context, keys []int64) error {
+	if err := s.End(ctx); err != nil {
+		return err
+	}
 	if _, err := s.conn.Exec(ctx, `SELECT pg_advisory_unlock(k) FROM unnest($1::int8[]) AS u(k)`, keys); err != nil {
 		return fmt.Errorf("pg_advisory_unlock: %w", err)
 	}

@@ -48,8 +48,9 @@ func Key(task string) int64 {
 func Task(kind, name string) string { return kind + "/" + name }
 
 // StandbyWait is the Wait of the exporter's replicas: a minute, so that
-// a standby costs the server two small transactions a minute, reads who
-// leads once a minute, and keeps a snapshot no longer than that.
+// a standby costs the server one small transaction a minute (its try and
+// its wait share one), reads who leads once a minute, and keeps a
+// snapshot no longer than that.
 const StandbyWait = time.Minute
 
 // Timing is the election's clock.
@@ -65,7 +66,7 @@ type Timing struct {
 	// one statement, for the lock of a task another replica leads,
 	// before it tries every task again and reads who leads them: the
 	// server grants the lock the moment its holder's session ends, and a
-	// standby costs the server two transactions per Wait instead of one
+	// standby costs the server one transaction per Wait instead of one
 	// per Retry. The statement holds a snapshot while it waits, so
 	// VACUUM on that server keeps rows deleted for at most Wait longer.
 	Wait time.Duration

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-exporter/outbox_exporter/internal/config"
 	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 	"github.com/outbox-exporter/outbox_exporter/internal/testutil"
 )
@@ -31,6 +32,14 @@ func (c *counted) Wait(ctx context.Context, key int64, wait time.Duration) (bool
 	c.waits++
 	c.mu.Unlock()
 	return c.Session.Wait(ctx, key, wait)
+}
+
+// End passes a try's open transaction on to its end (pgSession.End).
+func (c *counted) End(ctx context.Context) error {
+	if s, ok := c.Session.(ender); ok {
+		return s.End(ctx)
+	}
+	return nil
 }
 
 func (c *counted) statements() int {
@@ -57,7 +66,11 @@ func TestStandbyWaitsForTheLock(t *testing.T) {
 	var log testutil.SyncBuffer
 	var sess *counted
 	var mu sync.Mutex
-	dial := PGDialer(dbc, "b:9187", tm, nil)
+	// b reaches the server through a counter of its transactions.
+	wire := pgtest.NewWire(t)
+	bdb := *dbc
+	bdb.DSN = config.Secret(wire.URL(t, dbc.DSN.Reveal()))
+	dial := PGDialer(&bdb, "b:9187", tm, nil)
 	b := New(tasks, func(ctx context.Context) (Session, error) {
 		s, err := dial(ctx)
 		if err != nil {
@@ -79,10 +92,16 @@ func TestStandbyWaitsForTheLock(t *testing.T) {
 		return sess != nil && sess.statements() >= 7
 	})
 	mu.Lock()
-	n, span := sess.statements(), time.Since(began)
+	n, span, waits := sess.statements(), time.Since(began), sess.waits
 	mu.Unlock()
+	xacts := wire.Transactions()
 	if most := 2*int(span/tm.Wait) + 2; n > most {
 		t.Errorf("the standby sent %d statements in %v, more than %d (two per wait of %v)", n, span, most, tm.Wait)
+	}
+	// Each try that a wait follows shares its transaction: one per
+	// wait, and the first try's (before b knew whom to wait for).
+	if xacts > int64(waits)+2 {
+		t.Errorf("the standby's session ended %d transactions on the wire for %d waits, want at most %d (one per wait)", xacts, waits, waits+2)
 	}
 
 	db.Exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", AppName("a:9187"))

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 	"weak"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,12 @@ type Job struct {
 	// After runs on the session after the transaction ended; it may be
 	// nil.
 	After func(ctx context.Context, conn *pgx.Conn) error
+	// Ride, when set, is how long the job waits for a round that another
+	// collection leads before it leads one itself: a small read that
+	// every scrape makes beside a database's other collections (the
+	// server's recovery state) then goes in their transaction instead of
+	// one of its own, and waits no longer than Ride when none comes.
+	Ride time.Duration
 }
 
 type job struct {
@@ -115,12 +122,18 @@ func RoundsOf(pool *pgxpool.Pool) *Rounds {
 // context of the caller that leads it, the same scrape's).
 func (r *Rounds) Run(ctx context.Context, j Job) error {
 	jb := &job{Job: j, done: make(chan error, 1)}
+	var ride <-chan time.Time
+	if j.Ride > 0 {
+		t := time.NewTimer(j.Ride)
+		defer t.Stop()
+		ride = t.C
+	}
 	r.mu.Lock()
 	r.queue = append(r.queue, jb)
 	r.mu.Unlock()
 	for {
 		r.mu.Lock()
-		lead := !jb.taken && r.leaders < r.sessions && r.opening == 0
+		lead := ride == nil && !jb.taken && r.leaders < r.sessions && r.opening == 0
 		if lead {
 			r.leaders++
 			r.opening++
@@ -143,6 +156,8 @@ func (r *Rounds) Run(ctx context.Context, j Job) error {
 		case err := <-jb.done:
 			return err
 		case <-changed:
+		case <-ride:
+			ride = nil
 		case <-ctx.Done():
 			r.mu.Lock()
 			if !jb.taken {
@@ -154,6 +169,13 @@ func (r *Rounds) Run(ctx context.Context, j Job) error {
 			return <-jb.done
 		}
 	}
+}
+
+// Queued reports how many collections wait for a round.
+func (r *Rounds) Queued() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
 }
 
 // openedLocked notes that a leader took its session and the queue (or
@@ -391,8 +413,14 @@ func together(ctx context.Context, conn *pgx.Conn, jobs []*job, last func(again 
 // transaction of their own. queue is called again, for fresh answers,
 // when they are sent again alone.
 func ReadInRound(ctx context.Context, db Beginner, queue func() *pgx.Batch) error {
+	return RideInRound(ctx, db, 0, queue)
+}
+
+// RideInRound is ReadInRound for a read that waits up to ride for a
+// round another collection of the database leads (Job.Ride).
+func RideInRound(ctx context.Context, db Beginner, ride time.Duration, queue func() *pgx.Batch) error {
 	if pool, ok := db.(*pgxpool.Pool); ok {
-		return RoundsOf(pool).Run(ctx, Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) { return queue(), nil }})
+		return RoundsOf(pool).Run(ctx, Job{Queue: func() (*pgx.Batch, func(pgx.Tx) error) { return queue(), nil }, Ride: ride})
 	}
 	return ReadOnly(ctx, db, func(tx pgx.Tx) error { return SendBatch(ctx, tx, queue()) })
 }
