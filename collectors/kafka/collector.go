@@ -100,6 +100,8 @@ type Collector struct {
 	shareFrom string
 	// shareBatch chooses the offsets requests' sizes (sharebatch.go).
 	shareBatch *shareBatcher
+	// shareCoord is the share groups' coordinators (sharecoord.go).
+	shareCoord shareCoords
 }
 
 // NewCollector returns the lag collector of cluster k. It does not connect

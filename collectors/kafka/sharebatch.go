@@ -41,6 +41,8 @@ type shareBatcher struct {
 	// (a ring of sampleN; next is where the next one goes).
 	perGroup []time.Duration
 	next     int
+	// med is perGroup's median, computed as each answer comes in.
+	med time.Duration
 	// wait is how many collections are left without a trial; backoff
 	// is the wait after the next failed trial.
 	wait, backoff int
@@ -144,21 +146,20 @@ func (b *shareBatcher) fail() {
 func (b *shareBatcher) sample(d time.Duration, n int) {
 	if len(b.perGroup) < shareSamples {
 		b.perGroup = append(b.perGroup, d/time.Duration(n))
-		return
+	} else {
+		b.perGroup[b.next] = d / time.Duration(n)
+		b.next = (b.next + 1) % shareSamples
 	}
-	b.perGroup[b.next] = d / time.Duration(n)
-	b.next = (b.next + 1) % shareSamples
+	var s [shareSamples]time.Duration
+	m := s[:copy(s[:], b.perGroup)]
+	slices.Sort(m)
+	b.med = m[len(m)/2]
 }
 
 // ref is the median time per group of the recent answers at the proven
 // size; false until shareMinSamples are in.
 func (b *shareBatcher) ref() (time.Duration, bool) {
-	if len(b.perGroup) < shareMinSamples {
-		return 0, false
-	}
-	s := slices.Clone(b.perGroup)
-	slices.Sort(s)
-	return s[len(s)/2], true
+	return b.med, len(b.perGroup) >= shareMinSamples
 }
 
 // bound is the longest a request of n groups may take and still be as

@@ -103,6 +103,7 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 		a.missed = len(groups)
 		return a
 	}
+	c.findShareCoords(ctx, groups)
 	q := c.shareQueue(lim, groups)
 	var (
 		mu sync.Mutex
@@ -123,7 +124,7 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 				}
 				rctx, cancel := context.WithTimeout(ctx, timeout)
 				start := time.Now()
-				got, err := fetchShareOffsets(rctx, cl, part)
+				got, err := c.askShareOffsets(rctx, cl, part)
 				took := time.Since(start)
 				cancel()
 				if q.done(part, trial, took, answeredAll(part, got)) {
@@ -309,14 +310,8 @@ func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string) (ma
 	if len(groups) == 0 {
 		return out, nil
 	}
-	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
-	req.Groups = make([]kmsg.DescribeShareGroupOffsetsRequestGroup, len(groups))
-	for i, g := range groups {
-		req.Groups[i] = kmsg.NewDescribeShareGroupOffsetsRequestGroup()
-		req.Groups[i].GroupID = g
-	}
 	var errs []error
-	for _, shard := range cl.RequestSharded(ctx, req) {
+	for _, shard := range cl.RequestSharded(ctx, shareOffsetsRequest(groups)) {
 		if shard.Err != nil {
 			errs = append(errs, fmt.Errorf("%d groups: %w", len(shard.Req.(*kmsg.DescribeShareGroupOffsetsRequest).Groups), shard.Err))
 			continue
