@@ -18,16 +18,21 @@ import (
 // a collection runs, one request at a time (a trial) names twice the
 // proven size; when it comes back within twice the time per group of the
 // proven size's answers (their median, robust to a request that met a
-// broker's retry wait) plus a fixed slack for timer noise, its size is
-// proven and the next trial doubles again, up to the most a request
-// may name. A trial that comes back later, or not by then (its time limit
-// is that same bound), fails: its groups are asked again at the proven
-// size in the same collection, and no trial is made for the next 1, 2, 4,
-// ... 64 collections (the wait doubling with each failed trial in a row),
-// so a broker where batches wait costs one short wait now and then. Two
-// answers in a row at a proven size above one that come back slow halve
-// the size (a broker that changed, or a trial passed by luck); one alone
-// may be a stall of the machine.
+// broker's retry wait) plus a fixed slack for stalls, its size is
+// taken, and once three answers at it came back, the next trial doubles
+// again, up to the most a request may name. A trial that comes back later, or not by then (its time limit is
+// that same bound), fails: its groups are asked again at the proven size
+// in the same collection. Any answer at a size above one that comes back
+// slow brings the size back to one group: on Apache Kafka 4.4 two groups
+// asked together now and then do not meet in its queue, so a trial can
+// pass by luck, and every later batch then waits seconds (1,000 share
+// groups took 7-15 s a scrape where one group a request took 2.3-2.8 s).
+// After either failure no trial is made for the rest of the collection
+// and the next 0, 1, 2, 4, ... 64 collections, the wait doubling with each
+// failure until 16 answers in a row at a size above one came back fast; the first trial after a slow answer tries the size it had at
+// once. So a broker where batches wait costs a short wait now and then,
+// and a long stall of the machine on kfake part of a collection in
+// smaller requests.
 //
 // The batcher only decides sizes; whatever the size, every group is
 // asked, and a group left unanswered is missed, as before.
@@ -44,7 +49,7 @@ type shareBatcher struct {
 	// med is perGroup's median, computed as each answer comes in.
 	med time.Duration
 	// wait is how many collections are left without a trial; backoff
-	// is the wait after the next failed trial.
+	// is the wait after the next failure.
 	wait, backoff int
 	// trialOut is set while a trial is asked; noTrial once one failed
 	// in this collection, or while waiting.
@@ -52,9 +57,17 @@ type shareBatcher struct {
 	// trials and failed count the trials made and failed, for tests and
 	// benchmarks.
 	trials, failed int
-	// slow counts the answers in a row at the proven size that came
-	// back slow.
-	slow int
+	// since counts the answers at the size since it was taken (a
+	// trial only follows shareMinSamples of them).
+	since int
+	// good is the size last taken before a slow answer brought it back
+	// to one: the next trial tries it at once (0: none).
+	good int
+	// clean is whether this collection has had no failure yet.
+	clean bool
+	// fastRun counts the answers in a row at a size above one that came
+	// back fast; shareFastRun of them end the backoff.
+	fastRun int
 }
 
 const (
@@ -64,22 +77,28 @@ const (
 	shareMinSamples = 3
 	// shareTolerance and shareSlack: a batch is as fast as the proven
 	// size when it answers within shareTolerance times the proven
-	// size's time per group, times its groups, plus shareSlack.
+	// size's time per group, times its groups, plus shareSlack. The
+	// slack is above the stalls of a loaded machine (100-300 ms) and
+	// well below Apache Kafka's retry wait (2 s).
 	shareTolerance = 2
-	shareSlack     = 100 * time.Millisecond
+	shareSlack     = 500 * time.Millisecond
+	// shareFastRun is how many answers in a row at a size above one
+	// must come back fast before a failure waits from 0 collections
+	// again: more than luck gives on a broker where batches wait.
+	shareFastRun = 16
 	// shareMaxBackoff is the most collections without a trial.
 	shareMaxBackoff = 64
 )
 
 func newShareBatcher(most int) *shareBatcher {
-	return &shareBatcher{most: max(most, 1), size: 1, backoff: 1}
+	return &shareBatcher{most: max(most, 1), size: 1}
 }
 
 // begin starts a collection: a trial is allowed unless waiting.
 func (b *shareBatcher) begin() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.trialOut = false
+	b.trialOut, b.clean = false, true
 	b.noTrial = b.wait > 0
 	if b.wait > 0 {
 		b.wait--
@@ -91,7 +110,7 @@ func (b *shareBatcher) begin() {
 func (b *shareBatcher) take(left int) (n int, trial bool, limit time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if t := min(2*b.size, b.most); !b.noTrial && !b.trialOut && t > b.size && left >= t {
+	if t := min(max(2*b.size, b.good), b.most); !b.noTrial && !b.trialOut && b.since >= shareMinSamples && t > b.size && left >= t {
 		if ref, ok := b.ref(); ok {
 			b.trialOut = true
 			b.trials++
@@ -114,33 +133,41 @@ func (b *shareBatcher) done(n int, trial bool, d time.Duration, ok bool) (again 
 		b.trialOut = false
 		if !fast {
 			b.failed++
+			b.good = 0
 			b.fail()
 			return !ok
 		}
-		b.size, b.backoff = n, 1
+		b.size, b.since = n, 0
 		b.sample(d, n)
 	case n != b.size || !ok:
 		// A tail smaller than the size says nothing of the size; a
 		// failed request is the groups' own (missed as before).
 	case n > 1 && known && !fast:
-		// Two slow answers in a row, not one stall, halve the size;
-		// no trial follows in this collection.
-		if b.slow++; b.slow >= 2 {
-			b.size, b.slow = max(1, b.size/2), 0
-		}
-		b.noTrial = true
+		b.good, b.size, b.since = b.size, 1, 0
+		b.fail()
 	default:
-		b.slow = 0
+		if n > 1 {
+			if b.fastRun++; b.fastRun >= shareFastRun {
+				b.backoff = 0
+			}
+		}
+		b.since++
 		b.sample(d, n)
 	}
 	return false
 }
 
-// fail stops trials for this collection and the next backoff ones.
+// fail stops trials for this collection and the next backoff ones; the
+// first failure of a collection doubles the backoff.
 func (b *shareBatcher) fail() {
-	b.noTrial = true
+	b.fastRun = 0
+	if !b.clean {
+		b.noTrial = true
+		return
+	}
+	b.clean, b.noTrial = false, true
 	b.wait = b.backoff
-	b.backoff = min(2*b.backoff, shareMaxBackoff)
+	b.backoff = min(max(2*b.backoff, 1), shareMaxBackoff)
 }
 
 func (b *shareBatcher) sample(d time.Duration, n int) {
@@ -166,6 +193,13 @@ func (b *shareBatcher) ref() (time.Duration, bool) {
 // fast per group as ref.
 func bound(ref time.Duration, n int) time.Duration {
 	return shareTolerance*time.Duration(n)*ref + shareSlack
+}
+
+// stats is the proven size and the trials made and failed so far.
+func (b *shareBatcher) stats() (size, trials, failed int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.size, b.trials, b.failed
 }
 
 // proven is the size proven for the cluster.

@@ -103,12 +103,21 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 		a.missed = len(groups)
 		return a
 	}
-	c.findShareCoords(ctx, groups)
+	c.shareCoord.keepOnly(groups)
 	q := c.shareQueue(lim, groups)
 	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		reqs int
 	)
+	start := time.Now()
+	defer func() {
+		if q.b != nil {
+			size, trials, failed := q.b.stats()
+			c.logger.Debug("kafka share group offsets asked", "cluster", c.cluster, "groups", len(groups),
+				"requests", reqs, "size", size, "trials", trials, "failed_trials", failed, "took", time.Since(start))
+		}
+	}()
 	for i := 1; i <= conns; i++ {
 		wg.Add(1)
 		go func() {
@@ -128,9 +137,13 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 				took := time.Since(start)
 				cancel()
 				if q.done(part, trial, took, answeredAll(part, got)) {
+					mu.Lock()
+					reqs++
+					mu.Unlock()
 					continue
 				}
 				mu.Lock()
+				reqs++
 				a.keepOffsets(part, got, err)
 				mu.Unlock()
 			}
@@ -305,7 +318,7 @@ func orUnanswered(err error) error {
 // sorted slices, was a third of a steady share-group scrape's collection
 // CPU. A shard that fails leaves its groups out and is reported once; an
 // authorization error is kadm's AuthError.
-func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string) (map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, error) {
+func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string, coords *shareCoords) (map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, error) {
 	out := make(map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, len(groups))
 	if len(groups) == 0 {
 		return out, nil
@@ -324,6 +337,9 @@ func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string) (ma
 				continue
 			}
 			out[rg.GroupID] = rg
+			if rg.ErrorCode == 0 {
+				coords.learn(rg.GroupID, shard.Meta.NodeID)
+			}
 		}
 	}
 	return out, errors.Join(errs...)
