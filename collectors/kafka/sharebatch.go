@@ -20,17 +20,17 @@ import (
 // proven size's answers (their median, robust to a request that met a
 // broker's retry wait) plus a fixed slack for stalls, its size is
 // taken, and once three answers at it came back, the next trial doubles
-// again, up to the most a request may name. A trial that comes back later, or not by then (its time limit is
-// that same bound), fails: its groups are asked again at the proven size
-// in the same collection. Any answer at a size above one that comes back
+// again, up to the most a request may name. A trial that comes back
+// later, or not by then (its time limit is that same bound), fails: its
+// groups are asked again at the proven size in the same collection. Any answer at a size above one that comes back
 // slow brings the size back to one group: on Apache Kafka 4.4 two groups
 // asked together now and then do not meet in its queue, so a trial can
 // pass by luck, and every later batch then waits seconds (1,000 share
 // groups took 7-15 s a scrape where one group a request took 2.3-2.8 s).
 // After either failure no trial is made for the rest of the collection
 // and the next 0, 1, 2, 4, ... 64 collections, the wait doubling with each
-// failure until 16 answers in a row at a size above one came back fast; the first trial after a slow answer tries the size it had at
-// once. So a broker where batches wait costs a short wait now and then,
+// failure until 16 answers in a row at a size above one came back fast;
+// the first trial after a slow answer tries the size it had at once. So a broker where batches wait costs a short wait now and then,
 // and a long stall of the machine on kfake part of a collection in
 // smaller requests.
 //
@@ -43,7 +43,7 @@ type shareBatcher struct {
 	// size is the proven size, at least 1.
 	size int
 	// perGroup is the recent answers at the proven size, time per group
-	// (a ring of sampleN; next is where the next one goes).
+	// (a ring of shareSamples; next is where the next one goes).
 	perGroup []time.Duration
 	next     int
 	// med is perGroup's median, computed as each answer comes in.
