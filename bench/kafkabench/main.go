@@ -18,6 +18,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -26,6 +27,9 @@ import (
 	"strings"
 	"time"
 )
+
+// exporterLog is the level of the measured exporter's log (-exporter-log).
+var exporterLog = slog.LevelWarn
 
 // options are the flags of a run.
 type options struct {
@@ -98,6 +102,7 @@ func parseFlags() (o options, serve int, memprofile string, scrapeMode, latency 
 	flag.BoolVar(&scrapeMode, "scrape", false, "measure the whole HTTP /metrics scrape of the running exporter against kadm.Lag")
 	flag.IntVar(&shareChunks, "share-chunks", 0, "with -scrape -share: the baseline asks N groups per offsets request on -share-conns connections, as the exporter does (N=1); 0: one request, as kafka-share-groups")
 	flag.BoolVar(&latency, "share-latency", false, "time the broker's answers to the share describes: N = 20, 50, 100, 200 groups in one request, 200 in chunks of 10, 25, 50; first and second ask")
+	flag.TextVar(&exporterLog, "exporter-log", slog.LevelWarn, "with -scrape: the level of the exporter's log on stderr (debug shows, per collection, how share groups' offsets were asked)")
 	flag.Parse()
 	sameProcess = *inProcess
 	profile = *cpuprofile

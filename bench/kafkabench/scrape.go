@@ -303,7 +303,7 @@ func startExporter(ctx context.Context, addrs []string, share bool) (*exporter, 
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	e.srv, err = web.New(sctx, web.Options{ConfigFile: e.cfgFile, ScrapeTimeout: scrapeTimeout,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: exporterLog}))})
 	if err != nil {
 		cancel()
 		os.RemoveAll(dir)

@@ -98,6 +98,10 @@ type Collector struct {
 	// shareFrom is the first share group the last collection left
 	// unanswered: the next one asks from it on (shareoffsets.go).
 	shareFrom string
+	// shareBatch chooses the offsets requests' sizes (sharebatch.go).
+	shareBatch *shareBatcher
+	// shareCoord is the share groups' coordinators (sharecoord.go).
+	shareCoord shareCoords
 }
 
 // NewCollector returns the lag collector of cluster k. It does not connect

@@ -397,6 +397,23 @@ func (c *probeCache) planProbe(p *lagPlan, pp *partPlan, tid int32, t string, wa
 	p.misses = append(p.misses, miss{pp: pp, key: key, want: wi, cont: cp, hint: hint})
 }
 
+// hit is planProbe's fast path alone: the cached probe usable for a
+// partition at offsets o (hint, its last probe, tried first), counted as
+// used; nil when it must be read.
+func (c *probeCache) hit(o Offsets, tid, part int32, hint *cachedProbe, ru bool) *cachedProbe {
+	from, _ := Oldest(o)
+	key := newProbeKey(tid, part, from, ru)
+	cp := hint
+	if cp == nil || cp.dropped || cp.key != key {
+		cp = c.probes.get(key)
+	}
+	if cp == nil || !cp.usable(o.End) {
+		return nil
+	}
+	c.use(cp)
+	return cp
+}
+
 // fill caches what was read for p's misses.
 func (c *probeCache) fill(p *lagPlan, probes []Probe, ok []bool) {
 	// A cold cache takes its entries from one slab. Later misses are few

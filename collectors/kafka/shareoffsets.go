@@ -31,16 +31,21 @@ import (
 // groups one a request on 2-4 connections took 4.3-4.5 s, 10,000 groups
 // 12.5-20 s.
 //
-// So the offsets are asked one group a request, each of a few
-// connections asking its next group when the last is answered (clients
-// kept for them, which also keeps the consumer groups' requests from
-// queueing behind them), each request with a time limit inside the
-// scrape's; a group whose request fails or is late costs only itself. The
-// share describes are quick and go 200 groups a request on the
-// collector's client.
+// So the offsets are asked on a few connections, each asking its next
+// groups when the last are answered (clients kept for them, which also
+// keeps the consumer groups' requests from queueing behind them), each
+// request with a time limit inside the scrape's; a request that fails or
+// is late costs only its groups. How many groups a request names is
+// chosen per cluster from the broker's answers (sharebatch.go): one on
+// Apache Kafka 4.4, up to chunk where batches answer as fast. The share
+// describes are quick and go 200 groups a request on the collector's
+// client.
 type shareLimits struct {
-	// chunk is how many groups one offsets request names.
+	// chunk is the most groups one offsets request names.
 	chunk int
+	// fixed makes every offsets request name chunk groups, whatever
+	// the broker's answers.
+	fixed bool
 	// descChunk is how many groups one describe names; 0: chunk.
 	descChunk int
 	// conns is how many connections at most ask for offsets at once.
@@ -49,7 +54,7 @@ type shareLimits struct {
 	timeout time.Duration
 }
 
-var defaultShareLimits = shareLimits{chunk: 1, descChunk: 200, conns: 4, timeout: 20 * time.Second}
+var defaultShareLimits = shareLimits{chunk: 200, descChunk: 200, conns: 4, timeout: 20 * time.Second}
 
 // shareReserve is the part of the scrape's remaining time the share
 // describes leave to the reads that follow them (offsets, records).
@@ -77,8 +82,8 @@ func (a *shareAnswers) fail(part []string, err error) {
 }
 
 // askShares sends DescribeShareGroups and DescribeShareGroupOffsets for
-// groups in chunks (descChunk and chunk groups a request), the offsets of
-// conns chunks at once.
+// groups, the describes descChunk groups a request, the offsets on conns
+// connections at once, as many groups a request as the queue gives.
 func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers {
 	lim := c.shareLimits()
 	if dl, ok := ctx.Deadline(); ok {
@@ -89,26 +94,56 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 	groups = c.sharesFromLast(groups)
 	a := shareAnswers{desc: kadm.DescribedShareGroups{}, offs: make(map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, len(groups)), miss: map[string]bool{}}
 	defer c.keepShareFrom(groups, &a)
-	cls, err := c.shareClients(lim, min(lim.conns, (len(groups)+lim.chunk-1)/lim.chunk))
+	conns := min(lim.conns, len(groups))
+	// The first client asks the trials alone: a trial given up at its
+	// time limit leaves its answer pending on that connection only.
+	cls, err := c.shareClients(lim, conns+1)
 	if err != nil {
 		a.fail(groups, err)
 		a.missed = len(groups)
 		return a
 	}
+	c.shareCoord.keepOnly(groups)
+	q := c.shareQueue(lim, groups)
 	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		chunks = make(chan []string)
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		reqs int
 	)
-	for _, cl := range cls {
+	start := time.Now()
+	defer func() {
+		if q.b != nil {
+			size, trials, failed := q.b.stats()
+			c.logger.Debug("kafka share group offsets asked", "cluster", c.cluster, "groups", len(groups),
+				"requests", reqs, "size", size, "trials", trials, "failed_trials", failed, "took", time.Since(start))
+		}
+	}()
+	for i := 1; i <= conns; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for part := range chunks {
-				rctx, cancel := context.WithTimeout(ctx, lim.timeout)
-				got, err := fetchShareOffsets(rctx, cl, part)
+			for {
+				part, trial, limit := q.take()
+				if part == nil {
+					return
+				}
+				cl, timeout := cls[i], lim.timeout
+				if trial {
+					cl, timeout = cls[0], min(limit, timeout)
+				}
+				rctx, cancel := context.WithTimeout(ctx, timeout)
+				start := time.Now()
+				got, err := c.askShareOffsets(rctx, cl, part)
+				took := time.Since(start)
 				cancel()
+				if q.done(part, trial, took, answeredAll(part, got)) {
+					mu.Lock()
+					reqs++
+					mu.Unlock()
+					continue
+				}
 				mu.Lock()
+				reqs++
 				a.keepOffsets(part, got, err)
 				mu.Unlock()
 			}
@@ -131,13 +166,37 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 			mu.Unlock()
 		}()
 	}
-	for i := 0; i < len(groups); i += lim.chunk {
-		chunks <- groups[i:min(i+lim.chunk, len(groups))]
-	}
-	close(chunks)
 	wg.Wait()
 	a.missed = len(a.miss)
 	return a
+}
+
+// shareQueue returns the queue of one collection's offsets requests:
+// fixed chunks when the limits say so, else sizes from the cluster's
+// batcher, made on first use and kept.
+func (c *Collector) shareQueue(lim shareLimits, groups []string) *shareQueue {
+	q := &shareQueue{groups: groups, chunk: max(lim.chunk, 1)}
+	if lim.fixed {
+		return q
+	}
+	c.shareMu.Lock()
+	if c.shareBatch == nil || c.shareBatch.most != q.chunk {
+		c.shareBatch = newShareBatcher(q.chunk)
+	}
+	q.b = c.shareBatch
+	c.shareMu.Unlock()
+	q.b.begin()
+	return q
+}
+
+// answeredAll reports whether got names every group of part.
+func answeredAll(part []string, got map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup) bool {
+	for _, g := range part {
+		if _, ok := got[g]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // sharesFromLast returns groups (in their order) starting at the first
@@ -259,19 +318,13 @@ func orUnanswered(err error) error {
 // sorted slices, was a third of a steady share-group scrape's collection
 // CPU. A shard that fails leaves its groups out and is reported once; an
 // authorization error is kadm's AuthError.
-func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string) (map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, error) {
+func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string, coords *shareCoords) (map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, error) {
 	out := make(map[string]*kmsg.DescribeShareGroupOffsetsResponseGroup, len(groups))
 	if len(groups) == 0 {
 		return out, nil
 	}
-	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
-	req.Groups = make([]kmsg.DescribeShareGroupOffsetsRequestGroup, len(groups))
-	for i, g := range groups {
-		req.Groups[i] = kmsg.NewDescribeShareGroupOffsetsRequestGroup()
-		req.Groups[i].GroupID = g
-	}
 	var errs []error
-	for _, shard := range cl.RequestSharded(ctx, req) {
+	for _, shard := range cl.RequestSharded(ctx, shareOffsetsRequest(groups)) {
 		if shard.Err != nil {
 			errs = append(errs, fmt.Errorf("%d groups: %w", len(shard.Req.(*kmsg.DescribeShareGroupOffsetsRequest).Groups), shard.Err))
 			continue
@@ -284,6 +337,9 @@ func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string) (ma
 				continue
 			}
 			out[rg.GroupID] = rg
+			if rg.ErrorCode == 0 {
+				coords.learn(rg.GroupID, shard.Meta.NodeID)
+			}
 		}
 	}
 	return out, errors.Join(errs...)

@@ -101,7 +101,7 @@ func TestShareChunks(t *testing.T) {
 		k.ShareGroups = []string{e.pat("/q.*/")}
 		s := seedShareGroups(t, e, k, 8)
 		c := newKafka(t, k)
-		c.shareLim = shareLimits{chunk: 3, conns: 2, timeout: 30 * time.Second}
+		c.shareLim = shareLimits{chunk: 3, fixed: true, conns: 2, timeout: 30 * time.Second}
 		now := kafkaBase.Add(time.Hour)
 		c.now = func() time.Time { return now }
 		got, err := scrape(t, c, 60*time.Second)
@@ -158,7 +158,7 @@ func testShareUnanswered(t *testing.T, late bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	c.shareLim = shareLimits{chunk: 1, conns: 2, timeout: 5 * time.Second}
+	c.shareLim = shareLimits{chunk: 1, fixed: true, conns: 2, timeout: 5 * time.Second}
 	now := kafkaBase.Add(time.Hour)
 	c.now = func() time.Time { return now }
 	start := time.Now()
@@ -183,58 +183,76 @@ func testShareUnanswered(t *testing.T, late bool) {
 	}
 }
 
-// With the default limits, every DescribeShareGroupOffsets names one
-// group (Apache Kafka answers groups asked together seconds late), while
-// the describes name many groups a request; every group is exported
-// exactly. kfake counts the groups of each request.
-func TestShareOffsetsOneGroupARequest(t *testing.T) {
-	kc := kafkatest.New(t, 1)
-	e := kenv{Env: kc, kc: kc}
-	k := kafkaCfg(e.Brokers())
-	k.ShareGroups = []string{e.pat("/q.*/")}
-	s := seedShareGroups(t, e, k, 8)
-	var (
-		mu         sync.Mutex
-		offs, desc []int
-	)
-	watch := func(key int16, n func(kmsg.Request) int, into *[]int) {
-		kc.ControlKey(key, func(r kmsg.Request) (kmsg.Response, error, bool) {
-			kc.KeepControl()
-			mu.Lock()
-			*into = append(*into, n(r))
-			mu.Unlock()
-			return nil, nil, false
-		})
-	}
-	watch(kmsg.NewPtrDescribeShareGroupOffsetsRequest().Key(), func(r kmsg.Request) int {
-		return len(r.(*kmsg.DescribeShareGroupOffsetsRequest).Groups)
-	}, &offs)
-	watch(kmsg.NewPtrShareGroupDescribeRequest().Key(), func(r kmsg.Request) int {
-		return len(r.(*kmsg.ShareGroupDescribeRequest).GroupIDs)
-	}, &desc)
-	c := newKafka(t, k)
-	now := kafkaBase.Add(time.Hour)
-	c.now = func() time.Time { return now }
-	got, err := scrape(t, c, 60*time.Second)
-	if err != nil {
-		t.Fatalf("Update: %v", err)
-	}
-	for _, g := range s.groups {
-		wantSeries(t, got, s.want(g, now), 0.001)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(offs) != len(s.groups) {
-		t.Fatalf("%d offsets requests %v for %d groups; want one a group", len(offs), offs, len(s.groups))
-	}
-	for _, n := range offs {
-		if n != 1 {
-			t.Fatalf("offsets requests named %v groups; want 1 each", offs)
+// With the default limits the size of the offsets requests follows the
+// broker: on kfake, which answers many groups as fast as one, requests
+// soon name many groups; on Apache Kafka 4.4, where groups asked together
+// wait seconds, the one trial of two groups fails and the groups are
+// asked one a request. The describes name many groups a request; every
+// group is exported exactly, and every collection succeeds.
+func TestShareOffsetsBatchSize(t *testing.T) {
+	onBoth(t, 1, func(t *testing.T, e kenv) {
+		k := kafkaCfg(e.Brokers())
+		k.ShareGroups = []string{e.pat("/q.*/")}
+		s := seedShareGroups(t, e, k, 30)
+		var (
+			mu         sync.Mutex
+			offs, desc []int
+		)
+		if e.kc != nil {
+			watchGroups(e.kc, &mu, kmsg.NewPtrDescribeShareGroupOffsetsRequest().Key(), func(r kmsg.Request) int {
+				return len(r.(*kmsg.DescribeShareGroupOffsetsRequest).Groups)
+			}, &offs)
+			watchGroups(e.kc, &mu, kmsg.NewPtrShareGroupDescribeRequest().Key(), func(r kmsg.Request) int {
+				return len(r.(*kmsg.ShareGroupDescribeRequest).GroupIDs)
+			}, &desc)
 		}
-	}
-	if len(desc) != 1 || desc[0] != len(s.groups) {
-		t.Fatalf("describes named %v groups; want all %d in one", desc, len(s.groups))
-	}
+		c := newKafka(t, k)
+		now := kafkaBase.Add(time.Hour)
+		c.now = func() time.Time { return now }
+		for i := 0; i < 3; i++ {
+			mu.Lock()
+			offs, desc = nil, nil
+			mu.Unlock()
+			got, err := scrape(t, c, 60*time.Second)
+			if err != nil {
+				t.Fatalf("Update %d: %v", i, err)
+			}
+			for _, g := range s.groups {
+				wantSeries(t, got, s.want(g, now), 0.001)
+			}
+		}
+		size, trials, failed := c.shareBatch.stats()
+		t.Logf("proven size %d, %d trials, %d failed", size, trials, failed)
+		if e.kc == nil {
+			if size != 1 || failed == 0 {
+				t.Fatalf("on Apache Kafka: size %d after %d failed trials; want 1 after a failed trial", size, failed)
+			}
+			return
+		}
+		if size < 4 {
+			t.Fatalf("on kfake: size %d after three collections; want batches", size)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(offs) >= len(s.groups)/2 {
+			t.Fatalf("the last collection sent %d offsets requests %v for %d groups; want batches", len(offs), offs, len(s.groups))
+		}
+		if len(desc) != 1 || desc[0] != len(s.groups) {
+			t.Fatalf("describes named %v groups; want all %d in one", desc, len(s.groups))
+		}
+	})
+}
+
+// watchGroups records, for each request of key kc receives, how many
+// groups it names.
+func watchGroups(kc *kafkatest.Cluster, mu *sync.Mutex, key int16, n func(kmsg.Request) int, into *[]int) {
+	kc.ControlKey(key, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		mu.Lock()
+		*into = append(*into, n(r))
+		mu.Unlock()
+		return nil, nil, false
+	})
 }
 
 // A collection that leaves a share group unanswered makes the next one
@@ -268,7 +286,7 @@ func TestShareAskedFromLastMissed(t *testing.T) {
 		return nil, nil, false
 	})
 	c := newKafka(t, k)
-	c.shareLim = shareLimits{chunk: 1, conns: 1, timeout: 5 * time.Second}
+	c.shareLim = shareLimits{chunk: 1, fixed: true, conns: 1, timeout: 5 * time.Second}
 	now := kafkaBase.Add(time.Hour)
 	c.now = func() time.Time { return now }
 	if _, err := scrape(t, c, 30*time.Second); err == nil || !strings.Contains(err.Error(), "share groups: 1 of 4 not answered") {

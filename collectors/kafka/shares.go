@@ -200,16 +200,13 @@ type behindPart struct {
 	hint  **cachedProbe
 }
 
-// sharesBehind fills each share-partition's offsets from v and returns
-// those whose group is behind.
+// sharesBehind fills each share-partition's offsets from v, and the
+// probe of each whose group is behind from the probe cache where it
+// holds it; it returns the others, to be read. (Returning every
+// partition behind, with a plan for each, made 20 MB of garbage a
+// steady scrape at 10,000 share groups, where every probe was cached.)
 func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
-	n := 0
-	for _, s := range ss {
-		for _, parts := range s.topics {
-			n += len(parts)
-		}
-	}
-	at := make([]behindPart, 0, n)
+	var at []behindPart
 	// Each share-partition's last probe is tried before the cache's map,
 	// as for consumer groups (plan).
 	if c.cache.lastShares == nil {
@@ -225,6 +222,7 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 		for t, parts := range s.topics {
 			hs := hints(c.cache.lastShares, groupTopic{s.name, t}, len(parts), c.cache.gen)
 			used++
+			tid := c.cache.topicID(t)
 			ends, starts := v.ends[t], v.starts[t]
 			for i := range parts {
 				hint := hs.probes[i]
@@ -240,6 +238,11 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 				}
 				sp.oOK = true
 				if _, behind := Oldest(sp.o); !behind || sp.lag <= 0 {
+					continue
+				}
+				if cp := c.cache.hit(sp.o, tid, sp.part, hint, s.readUncommitted); cp != nil {
+					hs.probes[i] = cp
+					sp.probe, sp.probeOK = cp.get(), true
 					continue
 				}
 				hs.probes[i] = hint
