@@ -147,6 +147,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	if err != nil {
 		return err
 	}
+	c.logBound(snap)
 	d := c.descs
 	// Never panic on a value read from the table: the sampler makes label
 	// values valid UTF-8, and a metric that still cannot be built fails
@@ -233,4 +234,18 @@ func labelLength(o *config.Outbox) int {
 		return o.MaxLabelLength
 	}
 	return config.DefaultMaxLabelLength
+}
+
+// logBound says, once each time it changes, that some series' oldest age
+// is a lower bound: the read of series kept from earlier scrapes that no
+// read found a row of stopped at its share of max_count index entries.
+func (c *Collector) logBound(snap *Snapshot) {
+	switch {
+	case !snap.BoundChanged:
+	case snap.LowerBound > 0:
+		c.logger.Warn("oldest age is a lower bound for some series holding other: no row of them among the index entries read, and more entries left (outbox_events_capped is 1)",
+			"outbox", c.name, "series", snap.LowerBound)
+	default:
+		c.logger.Info("oldest ages exact again for every series", "outbox", c.name)
+	}
 }
