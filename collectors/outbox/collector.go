@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -239,12 +240,17 @@ func labelLength(o *config.Outbox) int {
 // logBound says, once each time it changes, that some series' oldest age
 // is a lower bound: the read of series kept from earlier scrapes that no
 // read found a row of stopped at its share of max_count index entries.
+// It names the first few (their values cut as on the page).
 func (c *Collector) logBound(snap *Snapshot) {
 	switch {
 	case !snap.BoundChanged:
-	case snap.LowerBound > 0:
-		c.logger.Warn("oldest age is a lower bound for some series holding other: no row of them among the index entries read, and more entries left (outbox_events_capped is 1)",
-			"outbox", c.name, "series", snap.LowerBound)
+	case len(snap.LowerBound) > 0:
+		var names []string
+		for _, l := range snap.LowerBound[:min(len(snap.LowerBound), 3)] {
+			names = append(names, "{"+strings.Join(collectors.CutLabels(slices.Clone(l), labelLength(c.o)), ",")+"}")
+		}
+		c.logger.Warn("oldest age is only a lower bound for some series holding other: the bounded read found no row of them among the index entries it read, and more were left (outbox_events_capped is 1)",
+			"outbox", c.name, "series", len(snap.LowerBound), "first", strings.Join(names, " "))
 	default:
 		c.logger.Info("oldest ages exact again for every series", "outbox", c.name)
 	}

@@ -69,7 +69,7 @@ func (s *Sampler) queueUnfound(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelF
 // when the read passed every entry; else those a range read covered in
 // part, and those a read by time did not meet (their oldest row, if any,
 // lies past the entries it read).
-func (u *unfoundRead) bounded(pc *SeriesCap) []string {
+func (u *unfoundRead) bounded(pc *SeriesCap) [][]string {
 	if u.entries <= int64(u.limit) {
 		return nil
 	}
@@ -77,10 +77,10 @@ func (u *unfoundRead) bounded(pc *SeriesCap) []string {
 	for _, g := range u.got {
 		met[foldKey(pc, g.labels)] = true
 	}
-	var out []string
+	var out [][]string
 	for _, t := range u.targets {
 		if key := joinLabels(t); u.ranged || !met[key] {
-			out = append(out, key)
+			out = append(out, t)
 		}
 	}
 	return out
