@@ -249,7 +249,7 @@ func (c *Collector) logBound(snap *Snapshot) {
 		for _, l := range snap.LowerBound[:min(len(snap.LowerBound), 3)] {
 			names = append(names, "{"+strings.Join(collectors.CutLabels(slices.Clone(l), labelLength(c.o)), ",")+"}")
 		}
-		c.logger.Warn("oldest age is only a lower bound for some series holding other: the bounded read found no row of them among the index entries it read, and more were left (outbox_events_capped is 1)",
+		c.logger.Warn("oldest age is only a lower bound for some series holding other: the read of the series no other read found a row of stopped at its share of max_count index entries, with entries left (outbox_events_capped is 1)",
 			"outbox", c.name, "series", len(snap.LowerBound), "first", strings.Join(names, " "))
 	default:
 		c.logger.Info("oldest ages exact again for every series", "outbox", c.name)

@@ -11,7 +11,7 @@ import (
 // backlog drains), with a bounded cost: it reads at most limit index
 // entries, and count tells whether there were more. When every target's
 // first value is first (not Other: every row folding into them holds
-// that value first), the entries are those of first's range of the
+// that value first), the entries are those of first's whole range of the
 // unpublished index (label columns first), usually a few or none (not
 // on an offsets table, which has no such index); else
 // the oldest entries by time from the age since, through the oldest
@@ -40,20 +40,21 @@ func (s *Spec) FoldBoundedQuery(f LabelFold, targets [][]string, first string, s
 	}
 	ca := col(s.O.CreatedAt)
 	conds := []string{s.unpublished()}
-	if since >= 0 {
-		d := time.Duration(since * float64(time.Second))
-		conds = append(conds, ca+" >= (SELECT "+s.bound(s.O.CreatedAt, ReadNow+" - "+interval(d))+")")
-	}
 	order := ca
 	if first != f.Other && first != "" && s.O.OffsetsTable == "" {
 		// In the order of the unpublished index, so that LIMIT stops
-		// the range scan, whatever the planner estimates.
+		// the range scan, whatever the planner estimates; from the
+		// range's start, as since would be a filter there, not a bound
+		// (the entries it passed would not count).
 		conds = append(conds, s.valueIs(s.O.Labels[0].Column, first, false))
 		var cols []string
 		for _, l := range s.O.Labels {
 			cols = append(cols, col(l.Column))
 		}
 		order = strings.Join(append(cols, col(s.OrderColumn())), ", ")
+	} else if since >= 0 {
+		d := time.Duration(since * float64(time.Second))
+		conds = append(conds, ca+" >= (SELECT "+s.bound(s.O.CreatedAt, ReadNow+" - "+interval(d))+")")
 	}
 	sh := s.stateShape()
 	entries := fmt.Sprintf("SELECT %s, %s AS k FROM %s t WHERE %s ORDER BY %s LIMIT %d",
