@@ -41,8 +41,9 @@ const ageSlack = 0.001
 // skip-scan covered is read once more: a combination of its own by its
 // oldest row (one index range), the series holding "other" by one walk
 // in time order that stops at the first row folding into each
-// (FoldOldestQuery). The fold is the one apply will make, on a copy of
-// the series cap.
+// (FoldOldestQuery); a series holding "other" no read found a row of, by
+// a read of bounded cost (queueUnfound). The fold is the one apply will
+// make, on a copy of the series cap.
 func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read, p pastRead) error {
 	if !p.need || !p.full {
 		return nil
