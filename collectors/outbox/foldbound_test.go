@@ -46,6 +46,9 @@ func foldBoundedCheck(ctx context.Context, t *testing.T, env *oracleEnv, spec *b
 		got := map[string]float64{}
 		for _, g := range boundedGroups(ctx, t, env, spec, q) {
 			k := foldKey(pc, g.labels)
+			if !slices.ContainsFunc(targets, func(x []string) bool { return joinLabels(x) == k }) {
+				t.Errorf("bounded read of %q: a row of %q", targets, k)
+			}
 			if _, dup := got[k]; dup {
 				t.Errorf("bounded read of %q: two rows of %q", targets, k)
 			}
