@@ -39,6 +39,12 @@ type Snapshot struct {
 	// Capped is true when a count was cut at max_count: the counts are
 	// then lower bounds (README, "Cost"; the oldest ages stay exact).
 	Capped bool
+	// LowerBound are the label values of the series whose oldest ages
+	// are lower bounds (a bounded read stopped early, otherbound.go);
+	// BoundChanged is true when some became or stopped being so at this
+	// sample.
+	LowerBound   [][]string
+	BoundChanged bool
 	// LeaseExpirations is cumulative since the sampler started.
 	LeaseExpirations uint64
 	// Latency is the cumulative publish latency histogram.
@@ -58,7 +64,9 @@ type tupleState struct {
 func (s *Sampler) apply(r *read) *Snapshot {
 	o := s.o
 	now := time.UnixMicro(r.now)
-	snap := &Snapshot{Capped: r.capped}
+	snap := &Snapshot{Capped: r.capped, LowerBound: r.lowerBound}
+	snap.BoundChanged = (len(snap.LowerBound) > 0) != s.lowerBound
+	s.lowerBound = len(snap.LowerBound) > 0
 
 	fresh := freshPublished(&s.wm, r)
 	if s.spec.LeaseColumn() != "" {

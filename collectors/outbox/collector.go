@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -147,6 +148,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	if err != nil {
 		return err
 	}
+	c.logBound(snap)
 	d := c.descs
 	// Never panic on a value read from the table: the sampler makes label
 	// values valid UTF-8, and a metric that still cannot be built fails
@@ -233,4 +235,23 @@ func labelLength(o *config.Outbox) int {
 		return o.MaxLabelLength
 	}
 	return config.DefaultMaxLabelLength
+}
+
+// logBound says, once each time it changes, that some series' oldest age
+// is a lower bound: the read of series kept from earlier scrapes that no
+// read found a row of stopped at its share of max_count index entries.
+// It names the first few (their values cut as on the page).
+func (c *Collector) logBound(snap *Snapshot) {
+	switch {
+	case !snap.BoundChanged:
+	case len(snap.LowerBound) > 0:
+		var names []string
+		for _, l := range snap.LowerBound[:min(len(snap.LowerBound), 3)] {
+			names = append(names, "{"+strings.Join(collectors.CutLabels(slices.Clone(l), labelLength(c.o)), ",")+"}")
+		}
+		c.logger.Warn("oldest age is only a lower bound for some series holding other: the read of the series no other read found a row of stopped at its share of max_count index entries, with entries left (outbox_events_capped is 1)",
+			"outbox", c.name, "series", len(snap.LowerBound), "first", strings.Join(names, " "))
+	default:
+		c.logger.Info("oldest ages exact again for every series", "outbox", c.name)
+	}
 }

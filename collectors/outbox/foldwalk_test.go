@@ -128,6 +128,7 @@ func runFoldSeed(ctx context.Context, t *testing.T, env *oracleEnv, seed uint64)
 		}
 	}
 	foldOldestAll(ctx, t, env, spec, pc, want)
+	foldBoundedCheck(ctx, t, env, spec, pc, want, r)
 }
 
 // foldOldestAll checks one walk over every target of pc at once: each

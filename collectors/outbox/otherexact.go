@@ -41,8 +41,9 @@ const ageSlack = 0.001
 // skip-scan covered is read once more: a combination of its own by its
 // oldest row (one index range), the series holding "other" by one walk
 // in time order that stops at the first row folding into each
-// (FoldOldestQuery). The fold is the one apply will make, on a copy of
-// the series cap.
+// (FoldOldestQuery); a series holding "other" no read found a row of, by
+// a read of bounded cost (queueUnfound). The fold is the one apply will
+// make, on a copy of the series cap.
 func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r *read, p pastRead) error {
 	if !p.need || !p.full {
 		return nil
@@ -75,8 +76,7 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 	}
 	// A series a row was found of has its oldest row no later than that
 	// one: their walk ends at the latest of them. The series no row was
-	// found of walk apart, to the index's end, with a prefilter of their
-	// own (FoldOldestQuery): usually none, or one pinned value's.
+	// found of are read with a bounded cost (boundUnfound).
 	var found, unfound [][]string
 	until := -1.0
 	for _, t := range walks {
@@ -91,20 +91,20 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 		found = append(found, t)
 	}
 	f := labelFold(pc)
-	for _, w := range []struct {
-		targets [][]string
-		until   float64
-	}{{found, until}, {unfound, -1}} {
-		if q := spec.FoldOldestQuery(f, w.targets, since, w.until); q != "" {
-			queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest row of each series holding other past the per label set read (capped)")
-		}
+	if q := spec.FoldOldestQuery(f, found, since, until); q != "" {
+		queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest row of each series holding other past the per label set read (capped)")
 	}
+	reads := s.queueUnfound(b, spec, f, unfound, since)
 	if b.Len() == 0 {
 		return nil
 	}
 	// Not prepared: the values are in the text.
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("read the oldest rows of the series past the per label set read: %w", err)
+	}
+	for _, u := range reads {
+		r.groups = append(r.groups, u.got...)
+		r.lowerBound = append(r.lowerBound, u.bounded(pc)...)
 	}
 	return nil
 }

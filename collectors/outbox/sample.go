@@ -46,6 +46,9 @@ type Sampler struct {
 	// allocates as many at once for the state query's, which the capped
 	// reads' join.
 	groups int
+	// lowerBound: some series' oldest age was a lower bound at the last
+	// sample (otherbound.go), logged only when that changes.
+	lowerBound bool
 }
 
 // NewSampler returns a sampler of outbox name.

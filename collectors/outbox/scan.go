@@ -91,6 +91,10 @@ type read struct {
 	published    []PublishedRow
 	capped       bool
 	order        orderRead
+	// lowerBound are the series whose oldest age is a lower
+	// bound: a bounded read of series no row was found of stopped early
+	// (otherbound.go).
+	lowerBound [][]string
 }
 
 // FactsFromBits decodes the facts column of the state query.
