@@ -22,7 +22,7 @@ import (
 // outboxDescs and described with the same names and help.
 var (
 	outboxEventsHelp         = "Unpublished and dead rows of the outbox by state (pending, in_flight, lease_expired, dead). A lower bound while outbox_events_capped is 1."
-	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. Exact while counts are capped too, at any number of label combinations. On a lagging standby, as of the last replayed commit."
+	outboxOldestHelp         = "Age of the oldest unpublished row in seconds; 0 when none. Exact while counts are capped too, at any number of label combinations, but for a series holding other kept from earlier scrapes that no read found a row of when its bounded read stops early: then a lower bound, logged. On a lagging standby, as of the last replayed commit."
 	outboxDeadlineHelp       = "The configured notification deadline of these events in seconds."
 	outboxPastDeadlineHelp   = "Unpublished rows older than their deadline. A lower bound while outbox_events_capped is 1."
 	outboxRetriedHelp        = "Unpublished rows with attempts > 0. A lower bound while outbox_events_capped is 1."
@@ -31,7 +31,7 @@ var (
 	outboxPublishedHelp      = "Rows seen becoming published (published_at set) since the exporter started."
 	outboxPublishedLateHelp  = "Of the rows seen becoming published, those published after their deadline."
 	outboxPublishLatencyHelp = "published_at - created_at of the rows seen becoming published, in seconds."
-	outboxCappedHelp         = "1 when a count of this outbox exceeded max_count at the last collection: the counts are then lower bounds per label set and state, never 0 where a row exists (claimed rows and unknown results exact up to max_count; pending and dead rows up to max_count divided among the label sets), and the oldest ages stay exact. It keeps a collection cheap during a huge backlog."
+	outboxCappedHelp         = "1 when a count of this outbox exceeded max_count at the last collection: the counts are then lower bounds per label set and state, never 0 where a row exists (claimed rows and unknown results exact up to max_count; pending and dead rows up to max_count divided among the label sets), and the oldest ages stay exact (but for one logged case, see the oldest age). It keeps a collection cheap during a huge backlog."
 	outboxUnclassifiedHelp   = "Rows whose status is NULL or listed in no state of the configuration: counted nowhere else. A lower bound while outbox_events_capped is 1."
 
 	outboxLeaseExpDesc = prometheus.NewDesc(vocab.OutboxLeaseExpirations, outboxLeaseExpHelp, []string{vocab.LabelOutbox}, nil)

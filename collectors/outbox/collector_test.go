@@ -208,7 +208,7 @@ outbox_unknown_result_events{destination="payments",event_type="order.paid",outb
 # TYPE outbox_deadline_seconds gauge
 outbox_deadline_seconds{destination="orders",event_type="order.created",outbox="messages"} 300
 outbox_deadline_seconds{destination="payments",event_type="order.paid",outbox="messages"} 30
-# HELP outbox_events_capped 1 when a count of this outbox exceeded max_count at the last collection: the counts are then lower bounds per label set and state, never 0 where a row exists (claimed rows and unknown results exact up to max_count; pending and dead rows up to max_count divided among the label sets), and the oldest ages stay exact. It keeps a collection cheap during a huge backlog.
+# HELP outbox_events_capped 1 when a count of this outbox exceeded max_count at the last collection: the counts are then lower bounds per label set and state, never 0 where a row exists (claimed rows and unknown results exact up to max_count; pending and dead rows up to max_count divided among the label sets), and the oldest ages stay exact (but for one logged case, see the oldest age). It keeps a collection cheap during a huge backlog.
 # TYPE outbox_events_capped gauge
 outbox_events_capped{outbox="messages"} 0
 # HELP outbox_lease_expirations_total Distinct (row, lease) expiries observed since the exporter started; each expired lease is counted once.
