@@ -149,6 +149,16 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 			}
 		}()
 	}
+	c.startShareDescribes(ctx, lim, groups, &a, &mu, &wg)
+	wg.Wait()
+	a.missed = len(a.miss)
+	return a
+}
+
+// startShareDescribes starts the DescribeShareGroups of groups, descChunk
+// groups a request, each request in a goroutine of wg keeping its answer
+// in a under mu.
+func (c *Collector) startShareDescribes(ctx context.Context, lim shareLimits, groups []string, a *shareAnswers, mu *sync.Mutex, wg *sync.WaitGroup) {
 	dc := lim.descChunk
 	if dc <= 0 {
 		dc = lim.chunk
@@ -166,9 +176,6 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 			mu.Unlock()
 		}()
 	}
-	wg.Wait()
-	a.missed = len(a.miss)
-	return a
 }
 
 // shareQueue returns the queue of one collection's offsets requests:
