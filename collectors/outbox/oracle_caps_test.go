@@ -60,17 +60,36 @@ var capsRegressionSeeds = []uint64{
 
 func TestOracleCaps(t *testing.T) {
 	env := newOracleEnv(t)
-	seeds := append([]uint64{}, capsRegressionSeeds...)
-	for i := 1; i <= *capsSeeds; i++ {
+	runSeeds(t, "OracleCaps", capsRegressionSeeds, *capsSeeds, func(t *testing.T, seed uint64) { runCapsSeed(t, env, seed) })
+}
+
+// runSeeds runs the kept regression seeds, then seeds 1 to n not among
+// them, each as a subtest of test (its name, for the replay line), and
+// stops at the first that fails.
+func runSeeds(t *testing.T, test string, regression []uint64, n int, run func(*testing.T, uint64)) {
+	t.Helper()
+	seeds := append([]uint64{}, regression...)
+	for i := 1; i <= n; i++ {
 		if !slices.Contains(seeds, uint64(i)) {
 			seeds = append(seeds, uint64(i))
 		}
 	}
 	for _, seed := range seeds {
-		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runCapsSeed(t, env, seed) }) {
-			t.Fatalf("seed %d failed (replay: go test -run 'OracleCaps/seed=%d$' ./collectors/outbox/ -v)", seed, seed)
+		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { run(t, seed) }) {
+			t.Fatalf("seed %d failed (replay: go test -run '%s/seed=%d$' ./collectors/outbox/ -v)", seed, test, seed)
 		}
 	}
+}
+
+// createCapsTable creates the table public.caps (the status-shaped
+// outbox) through admin and drops it when t ends.
+func createCapsTable(ctx context.Context, t *testing.T, admin *pgxpool.Pool) {
+	t.Helper()
+	schema := strings.Replace(obStatusSchema, "CREATE TABLE outbox", "CREATE TABLE caps", 1)
+	if _, err := admin.Exec(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS public.caps") })
 }
 
 // capsRow is one generated row.
@@ -200,11 +219,7 @@ func runCapsSeed(t *testing.T, env *oracleEnv, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin := env.db.Admin
-	schema := strings.Replace(obStatusSchema, "CREATE TABLE outbox", "CREATE TABLE caps", 1)
-	if _, err := admin.Exec(ctx, schema); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS public.caps") }()
+	createCapsTable(ctx, t, admin)
 	cols, err := outboxsql.Introspect(ctx, env.pool, g.o.Table)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,17 +42,7 @@ var otherRegressionSeeds = []uint64{
 
 func TestOracleOtherExact(t *testing.T) {
 	env := newOracleEnv(t)
-	seeds := append([]uint64{}, otherRegressionSeeds...)
-	for i := 1; i <= *otherSeeds; i++ {
-		if !slices.Contains(seeds, uint64(i)) {
-			seeds = append(seeds, uint64(i))
-		}
-	}
-	for _, seed := range seeds {
-		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runOtherSeed(t, env, seed) }) {
-			t.Fatalf("seed %d failed (replay: go test -run 'OracleOtherExact/seed=%d$' ./collectors/outbox/ -v)", seed, seed)
-		}
-	}
+	runSeeds(t, "OracleOtherExact", otherRegressionSeeds, *otherSeeds, func(t *testing.T, seed uint64) { runOtherSeed(t, env, seed) })
 }
 
 // otherGen generates the states of TestOracleOtherExact.
@@ -133,11 +122,7 @@ func runOtherSeed(t *testing.T, env *oracleEnv, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin := env.db.Admin
-	schema := strings.Replace(obStatusSchema, "CREATE TABLE outbox", "CREATE TABLE caps", 1)
-	if _, err := admin.Exec(ctx, schema); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS public.caps") }()
+	createCapsTable(ctx, t, admin)
 	createIndexes(ctx, t, env, g.o)
 	rows := g.initial()
 	t.Logf("%d rows, max_count %d, max_label_values %d, hidden under %q, deadlines %v", len(rows), g.o.MaxCount, g.o.MaxLabelValues, g.hidden, g.o.Deadlines)

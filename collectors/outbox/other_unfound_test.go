@@ -16,7 +16,6 @@ package outbox
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -26,11 +25,7 @@ import (
 
 func TestOracleOtherUnfound(t *testing.T) {
 	env := newOracleEnv(t)
-	for seed := uint64(1); seed <= uint64(max(*otherSeeds, 3)); seed++ {
-		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runOtherUnfoundSeed(t, env, seed) }) {
-			t.Fatalf("seed %d failed (replay: go test -run 'OracleOtherUnfound/seed=%d$' ./collectors/outbox/ -v)", seed, seed)
-		}
-	}
+	runSeeds(t, "OracleOtherUnfound", nil, max(*otherSeeds, 3), func(t *testing.T, seed uint64) { runOtherUnfoundSeed(t, env, seed) })
 }
 
 // drainTarget picks the series to drain: one holding "other" with a
@@ -78,11 +73,7 @@ func runOtherUnfoundSeed(t *testing.T, env *oracleEnv, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin := env.db.Admin
-	schema := strings.Replace(obStatusSchema, "CREATE TABLE outbox", "CREATE TABLE caps", 1)
-	if _, err := admin.Exec(ctx, schema); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS public.caps") }()
+	createCapsTable(ctx, t, admin)
 	createIndexes(ctx, t, env, g.o)
 	rows := g.initial()
 	var logs bytes.Buffer
