@@ -99,6 +99,10 @@ func lockedStart(t *testing.T) (*pgtest.DB, http.Handler, *pgx.Conn) {
 	db := pgtest.New(t)
 	db.Exec(t, outboxSchema)
 	s := startOn(t, reliabilityConfig(db.URL, 2))
+	// The server's first collection at start runs in the background: a
+	// lock taken while it reads would wait for it, and scrapes arriving
+	// meanwhile would share its result, read before the lock.
+	waitFor(t, testutil.HangLimit, "the first collection at start", func() bool { return s.rec.snapshot() != nil })
 	server, err := pgx.Connect(context.Background(), pgtest.ServerURL())
 	if err != nil {
 		t.Fatal(err)
