@@ -67,6 +67,9 @@ func (s *Sampler) apply(r *read) *Snapshot {
 	snap := &Snapshot{Capped: r.capped, LowerBound: r.lowerBound}
 	snap.BoundChanged = (len(snap.LowerBound) > 0) != s.lowerBound
 	s.lowerBound = len(snap.LowerBound) > 0
+	if r.walk != nil {
+		s.walk = r.walk
+	}
 
 	fresh := freshPublished(&s.wm, r)
 	if s.spec.LeaseColumn() != "" {

@@ -38,7 +38,7 @@ type unfoundRead struct {
 // entries (at least minUnfoundEntries). A read that stops there leaves
 // the oldest age of its series a lower bound (bounded), which the
 // collector logs.
-func (s *Sampler) queueUnfound(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelFold, unfound [][]string, since float64) []*unfoundRead {
+func (s *Sampler) queueUnfound(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelFold, unfound [][]string, since float64, walks bool) ([]*unfoundRead, int) {
 	byFirst := map[string][][]string{}
 	for _, t := range unfound {
 		first := Other
@@ -47,10 +47,11 @@ func (s *Sampler) queueUnfound(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelF
 		}
 		byFirst[first] = append(byFirst[first], t)
 	}
-	if len(byFirst) == 0 {
-		return nil
+	shares := len(byFirst)
+	if walks {
+		shares++
 	}
-	limit := max(s.o.MaxCount/len(byFirst), minUnfoundEntries)
+	limit := max(s.o.MaxCount/max(shares, 1), minUnfoundEntries)
 	var reads []*unfoundRead
 	for _, first := range slices.Sorted(maps.Keys(byFirst)) {
 		q, count := spec.FoldBoundedQuery(f, byFirst[first], first, since, limit)
@@ -62,7 +63,7 @@ func (s *Sampler) queueUnfound(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelF
 		b.Queue(count).QueryRow(func(row pgx.Row) error { return row.Scan(&u.entries) })
 		reads = append(reads, u)
 	}
-	return reads
+	return reads, limit
 }
 
 // bounded returns the series of u whose oldest age is a lower bound: none

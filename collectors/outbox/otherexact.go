@@ -94,7 +94,19 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 	if q := spec.FoldOldestQuery(f, found, since, until); q != "" {
 		queueGroups(b, q, spec, partProbeAge, &r.groups, "read the oldest row of each series holding other past the per label set read (capped)")
 	}
-	reads := s.queueUnfound(b, spec, f, unfound, since)
+	// Those with "other" first are walked on from where the last walks
+	// proved them empty (otherwalk.go); the others in their first
+	// value's range (otherbound.go).
+	var ranged, byTime [][]string
+	for _, t := range unfound {
+		if len(t) > 1 && t[0] != "" && t[0] != Other {
+			ranged = append(ranged, t)
+		} else {
+			byTime = append(byTime, t)
+		}
+	}
+	reads, limit := s.queueUnfound(b, spec, f, ranged, since, len(byTime) > 0)
+	resumed := s.queueWalks(b, spec, f, byTime, since, limit, r)
 	if b.Len() == 0 {
 		return nil
 	}
@@ -106,7 +118,7 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 		r.groups = append(r.groups, u.got...)
 		r.lowerBound = append(r.lowerBound, u.bounded(pc)...)
 	}
-	return nil
+	return s.settleWalks(ctx, tx, spec, r, pc, resumed)
 }
 
 // knownOldest folds what the sample read by pc: the oldest age found so

@@ -49,6 +49,9 @@ type Sampler struct {
 	// lowerBound: some series' oldest age was a lower bound at the last
 	// sample (otherbound.go), logged only when that changes.
 	lowerBound bool
+	// walk: how far the walks of the series holding "other" no read
+	// found have proven them empty (otherwalk.go).
+	walk *otherWalk
 }
 
 // NewSampler returns a sampler of outbox name.
@@ -103,8 +106,9 @@ func (s *Sampler) sample(ctx context.Context, pool *pgxpool.Pool, c *Confirmed) 
 		// Introspect again next time: the table may have been dropped and
 		// created anew, with other column types.
 		s.spec = nil
-		// The reads sent ahead are built for the table as it was read.
-		s.ahead = nil
+		// The reads sent ahead are built for the table as it was read,
+		// and the walks' positions are rows of it.
+		s.ahead, s.walk = nil, nil
 		return nil, fmt.Errorf("sample outbox %q (table %s): %w", s.name, s.o.Table, err)
 	}
 	s.ahead, s.groups = r.sent, len(r.groups)

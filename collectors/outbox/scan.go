@@ -95,6 +95,9 @@ type read struct {
 	// bound: a bounded read of series no row was found of stopped early
 	// (otherbound.go).
 	lowerBound [][]string
+	// walk is the sampler's otherWalk as this sample's walks moved it
+	// (otherwalk.go), nil when none ran; apply keeps it.
+	walk *otherWalk
 }
 
 // FactsFromBits decodes the facts column of the state query.
@@ -181,7 +184,9 @@ func queueCounts(b *pgx.Batch, q string, nl int, dst *[]group, what string) {
 // query, not per row, the past-deadline counts share chunks, and the
 // groups are allocated at once when the caller knows about how many
 // come (hint: as many as the same read returned at the last sample).
-func scanGroups(rows pgx.Rows, spec *boundSpec, hint int) ([]group, error) {
+// tail are destinations of columns past the state query's (a resumed
+// walk's end, outboxsql.FoldResumeQuery), scanned from every row.
+func scanGroups(rows pgx.Rows, spec *boundSpec, hint int, tail ...any) ([]group, error) {
 	defer rows.Close()
 	nl, nd := len(spec.O.Labels), len(spec.Deadlines())
 	// Values, not pointers: pgx scans a pointer to a pointer through
@@ -205,6 +210,7 @@ func scanGroups(rows pgx.Rows, spec *boundSpec, hint int) ([]group, error) {
 	for i := range late {
 		dest = append(dest, &late[i])
 	}
+	dest = append(dest, tail...)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err

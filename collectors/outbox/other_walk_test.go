@@ -1,0 +1,228 @@
+package outbox
+
+// The oracle of the resumed walks: TestOracleOtherExact's states (past
+// every cap, the read past the skip-scan filled up), written row by row
+// as a database lives (inserts, updates; never rewritten), where after
+// the first collection every row of a series with "other" first and a
+// value of its own after is published (a backlog draining) while fresh
+// rows keep arriving. No read finds a row of that series: it is walked
+// on, a bounded number of entries a collection, from where the last
+// walk stopped. At each collection every series' oldest age is compared
+// with the brute-force one over all the committed rows: exact, or no
+// more than it where the sample says the age is a lower bound; and the
+// walk must end, after which the drained series is exact. Then a row of
+// it is committed late, by a transaction open during a collection, with
+// a created_at older than where that collection's walk ended: the next
+// collection must read it, exactly.
+//
+//	go test -run OracleOtherWalk ./collectors/outbox/ -other-seeds 12
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestOracleOtherWalk(t *testing.T) {
+	env := newOracleEnv(t)
+	runSeeds(t, "OracleOtherWalk", nil, max(*otherSeeds, 3), func(t *testing.T, seed uint64) { runOtherWalkSeed(t, env, seed) })
+}
+
+// walkTable writes generated rows as a database lives: each row once,
+// then updates of its state; ids are the rows' indexes plus one.
+type walkTable struct {
+	admin   *pgxpool.Pool
+	written int
+	pub     map[int]bool
+}
+
+// sync sets the clock to now and writes what changed in rows since the
+// last call.
+func (w *walkTable) sync(ctx context.Context, now time.Time, rows []capsRow) error {
+	if _, err := w.admin.Exec(ctx, "UPDATE fakeclock.clock SET t = $1", now); err != nil {
+		return err
+	}
+	var src [][]any
+	for i := w.written; i < len(rows); i++ {
+		x := rows[i]
+		src = append(src, []any{int64(i + 1), x.created, x.et, x.topic, x.status})
+	}
+	if _, err := w.admin.CopyFrom(ctx, pgx.Identifier{"caps"}, []string{"id", "created_at", "event_type", "topic", "status"}, pgx.CopyFromRows(src)); err != nil {
+		return err
+	}
+	w.written = len(rows)
+	var pub, back []int64
+	for i, x := range rows {
+		switch {
+		case x.published && !w.pub[i]:
+			pub = append(pub, int64(i+1))
+		case !x.published && w.pub[i]:
+			back = append(back, int64(i+1))
+		}
+		w.pub[i] = x.published
+	}
+	if _, err := w.admin.Exec(ctx, "UPDATE caps SET status = 'PUBLISHED', published_at = $2 WHERE id = ANY($1)", pub, now); err != nil {
+		return err
+	}
+	if _, err := w.admin.Exec(ctx, "UPDATE caps SET status = 'PENDING', published_at = NULL WHERE id = ANY($1)", back); err != nil {
+		return err
+	}
+	_, err := w.admin.Exec(ctx, "ANALYZE caps")
+	return err
+}
+
+// walkDrainTarget is a kept series with "other" first and a value of its
+// own after: read by time, not in a first value's range.
+func walkDrainTarget(targets [][]string) []string {
+	for _, t := range targets {
+		if len(t) == 2 && t[0] == Other && t[1] != Other {
+			return t
+		}
+	}
+	return nil
+}
+
+// walkCompare compares snap with the oldest age of each series over the
+// committed rows, folded as s folds them: exact, or at most it where
+// snap says the age is a lower bound. It returns whether drained was
+// said to be a lower bound.
+func walkCompare(t *testing.T, step int, now time.Time, snap *Snapshot, rows []capsRow, s *Sampler, drained []string) bool {
+	t.Helper()
+	want := map[string]float64{}
+	for _, x := range rows {
+		if !x.published {
+			k := joinLabels(s.Fold([]string{x.et, x.topic}))
+			want[k] = math.Max(want[k], now.Sub(x.created).Seconds())
+		}
+	}
+	bound := map[string]bool{}
+	for _, l := range snap.LowerBound {
+		bound[joinLabels(l)] = true
+	}
+	got := map[string]float64{}
+	for _, x := range snap.Series {
+		got[joinLabels(x.Labels)] = x.OldestAge
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			want[k] = 0
+		}
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case bound[k] && (!ok || g > w+ageTolerance):
+			t.Errorf("step %d: oldest age of %q = %v (present %v), said a lower bound of %v", step, k, g, ok, w)
+		case !bound[k] && (!ok || math.Abs(g-w) > ageTolerance):
+			t.Errorf("step %d: oldest age of %q = %v (present %v), want %v exactly", step, k, g, ok, w)
+		}
+	}
+	if !snap.Capped {
+		t.Errorf("step %d: not capped: the test needs the capped reads", step)
+	}
+	return bound[joinLabels(drained)]
+}
+
+func runOtherWalkSeed(t *testing.T, env *oracleEnv, seed uint64) {
+	g := newOtherGen(seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	admin := env.db.Admin
+	createCapsTable(ctx, t, admin)
+	createIndexes(ctx, t, env, g.o)
+	w := &walkTable{admin: admin, pub: map[int]bool{}}
+	rows := g.initial()
+	// A destination with some of the oldest rows, each of an event type
+	// of its own: its series is ("other", "dest.w").
+	for i := range g.o.MaxCount/2 + g.r.IntN(g.o.MaxCount/2) {
+		rows = append(rows, capsRow{created: g.now.Add(-time.Duration(4000+g.r.IntN(1000)) * time.Second),
+			et: g.value("xw", i), topic: "dest.w", status: "PENDING"})
+	}
+	s := NewSampler("ob", g.o)
+	var drained []string
+	// late are the rows written apart (committed late), which sync does
+	// not write.
+	var late []capsRow
+	sample := func(step int) bool {
+		t.Helper()
+		if err := w.sync(ctx, g.now, rows); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Sample(ctx, env.pool)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		b := walkCompare(t, step, g.now, snap, append(slices.Clip(rows), late...), s, drained)
+		if t.Failed() {
+			t.FailNow()
+		}
+		return b
+	}
+	advance := func() {
+		g.now = g.now.Add(time.Duration(5+g.r.IntN(60)) * time.Second)
+		rows = drainNext(g, rows, s, drained)
+	}
+	sample(0)
+	drained = []string{Other, "dest.w"}
+	if !slices.ContainsFunc(s.cap.Targets(), func(x []string) bool { return slices.Equal(x, drained) }) {
+		drained = walkDrainTarget(s.cap.Targets())
+	}
+	if drained == nil {
+		t.Fatalf("no series with other first and a value of its own among %q", s.cap.Targets())
+	}
+	advance()
+	n := 0
+	for i := range rows {
+		if !rows[i].published && slices.Equal(s.Fold([]string{rows[i].et, rows[i].topic}), drained) {
+			rows[i].published, rows[i].publishedTime = true, g.now
+			n++
+		}
+	}
+	t.Logf("%d rows, max_count %d: drained %q, %d rows published", len(rows), g.o.MaxCount, drained, n)
+	step := 1
+	// The walk from where the read past the skip-scan stopped goes on
+	// over the collections, to the end.
+	untilExact := func(what string) {
+		t.Helper()
+		for first := step; sample(step); step++ {
+			if step-first > 60 {
+				t.Fatalf("step %d: %q still a lower bound %d collections after %s", step, drained, step-first, what)
+			}
+			advance()
+		}
+		t.Logf("step %d: %q exact (after %s)", step, drained, what)
+	}
+	untilExact("the drain")
+	// A row of the drained series in a transaction open during a
+	// collection, committed after it, with a created_at the walk passed.
+	advance()
+	step++
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	x := capsRow{created: g.now.Add(-time.Second), et: "ev.99999", topic: drained[1], status: "PENDING"}
+	if f := s.Fold([]string{x.et, x.topic}); !slices.Equal(f, drained) {
+		t.Fatalf("%q folds into %q, not %q", []string{x.et, x.topic}, f, drained)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO caps (id, created_at, event_type, topic, status) VALUES (1000000, $1, $2, $3, 'PENDING')",
+		x.created, x.et, x.topic); err != nil {
+		t.Fatal(err)
+	}
+	sample(step)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	late = append(late, x)
+	advance()
+	step++
+	if sample(step) {
+		t.Errorf("step %d: the late row's series %q said a lower bound, want its exact age", step, drained)
+	}
+}
