@@ -106,7 +106,7 @@ func (s *Sampler) exactOther(ctx context.Context, tx pgx.Tx, spec *boundSpec, r 
 		}
 	}
 	reads, limit := s.queueUnfound(b, spec, f, ranged, since, len(byTime) > 0)
-	resumed := s.queueWalks(b, spec, f, byTime, since, limit, r)
+	resumed := s.queueWalks(b, spec, f, pc, byTime, since, limit, r)
 	if b.Len() == 0 {
 		return nil
 	}

@@ -27,11 +27,15 @@ import (
 // created_at (a created_at defaulting to now() is its transaction's
 // start): a position is only moved to the horizon the open transactions
 // allow (outboxsql.HorizonQuery), with seen and seenAt the transactions
-// open at the last look. Memory: two sets of series keys (within the
-// series cap) and the transactions open at the last look.
+// open at the last look. A series that leaves a cursor (a read found a
+// row of it) keeps where its proof ended (parked), so that once drained
+// again it is walked from there, not from the start. Memory: sets of
+// series keys and positions (within the series cap) and the transactions
+// open at the last look.
 type otherWalk struct {
 	fold            string
 	steady, catchUp walkCursor
+	parked          map[string]outboxsql.WalkPos
 	seen            []outboxsql.WalkSeen
 	seenAt          int64
 	looked          bool
@@ -50,13 +54,14 @@ func (w *otherWalk) clone() *otherWalk {
 	if w == nil {
 		return &otherWalk{}
 	}
-	return &otherWalk{fold: w.fold, steady: w.steady.clone(), catchUp: w.catchUp.clone(),
+	return &otherWalk{fold: w.fold, steady: w.steady.clone(), catchUp: w.catchUp.clone(), parked: maps.Clone(w.parked),
 		seen: slices.Clone(w.seen), seenAt: w.seenAt, looked: w.looked}
 }
 
 // walkRead is one resumed walk queued in a collection.
 type walkRead struct {
 	cur     *walkCursor
+	start   outboxsql.WalkPos
 	targets [][]string
 	limit   int
 	got     []group
@@ -81,40 +86,39 @@ func foldDigest(f outboxsql.LabelFold) string {
 // none); a series in neither waits for the catch-up cursor to be free,
 // its age a lower bound meanwhile. Each walk passes at most limit
 // entries.
-func (s *Sampler) queueWalks(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelFold, byTime [][]string, since float64, limit int, r *read) []*walkRead {
+func (s *Sampler) queueWalks(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelFold, pc *SeriesCap, byTime [][]string, since float64, limit int, r *read) []*walkRead {
 	w := s.walk.clone()
 	r.walk = w
 	if fd := foldDigest(f); fd != w.fold {
-		w.fold, w.steady, w.catchUp = fd, walkCursor{}, walkCursor{}
+		w.fold, w.steady, w.catchUp, w.parked = fd, walkCursor{}, walkCursor{}, nil
+	}
+	if w.parked == nil {
+		w.parked = map[string]outboxsql.WalkPos{}
 	}
 	in := map[string][]string{}
 	for _, t := range byTime {
 		in[joinLabels(t)] = t
 	}
 	for _, c := range []*walkCursor{&w.steady, &w.catchUp} {
-		maps.DeleteFunc(c.keys, func(k string, _ bool) bool { return in[k] == nil })
-	}
-	var waiting [][]string
-	for _, k := range slices.Sorted(maps.Keys(in)) {
-		if w.steady.keys[k] || w.catchUp.keys[k] {
-			continue
-		}
-		if len(w.catchUp.keys) == 0 || !w.catchUp.pos.Set() {
-			if w.catchUp.keys == nil {
-				w.catchUp.keys = map[string]bool{}
+		maps.DeleteFunc(c.keys, func(k string, _ bool) bool {
+			if in[k] == nil && c.pos.Set() {
+				w.parked[k] = c.pos
 			}
-			w.catchUp.keys[k] = true
-			continue
-		}
-		waiting = append(waiting, in[k])
+			return in[k] == nil
+		})
 	}
-	r.lowerBound = append(r.lowerBound, waiting...)
+	kept := map[string]bool{}
+	for _, t := range pc.Targets() {
+		kept[joinLabels(t)] = true
+	}
+	maps.DeleteFunc(w.parked, func(k string, _ outboxsql.WalkPos) bool { return !kept[k] })
+	r.lowerBound = append(r.lowerBound, w.join(in)...)
 	var walks []*walkRead
 	for _, c := range []*walkCursor{&w.steady, &w.catchUp} {
 		if len(c.keys) == 0 {
 			continue
 		}
-		wr := &walkRead{cur: c, limit: limit}
+		wr := &walkRead{cur: c, start: c.pos, limit: limit}
 		for _, k := range slices.Sorted(maps.Keys(c.keys)) {
 			wr.targets = append(wr.targets, in[k])
 		}
@@ -161,6 +165,9 @@ func (s *Sampler) settleWalks(ctx context.Context, tx pgx.Tx, spec *boundSpec, r
 		for _, t := range wr.targets {
 			if k := joinLabels(t); met[k] {
 				delete(wr.cur.keys, k)
+				if wr.start.Set() {
+					r.walk.parked[k] = wr.start
+				}
 			} else if !wr.complete() {
 				r.lowerBound = append(r.lowerBound, t)
 			}
@@ -229,4 +236,38 @@ func (w *otherWalk) mergeCatchUp(ctx context.Context, tx pgx.Tx, spec *boundSpec
 	maps.Copy(w.steady.keys, w.catchUp.keys)
 	w.steady.pos, w.catchUp = w.catchUp.pos, walkCursor{}
 	return nil
+}
+
+// join puts the series of in that no cursor follows into the catch-up
+// cursor when they can start where it does: any series when it starts
+// from since (no position), else those parked at its position. A free
+// catch-up cursor starts at the first such series' parked position (a
+// short walk), else from since. It returns the series left waiting
+// (lower bounds).
+func (w *otherWalk) join(in map[string][]string) [][]string {
+	var fresh []string
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		if !w.steady.keys[k] && !w.catchUp.keys[k] {
+			fresh = append(fresh, k)
+		}
+	}
+	if len(w.catchUp.keys) == 0 && len(fresh) > 0 {
+		w.catchUp = walkCursor{keys: map[string]bool{}}
+		for _, k := range fresh {
+			if p, ok := w.parked[k]; ok {
+				w.catchUp.pos = p
+				break
+			}
+		}
+	}
+	var waiting [][]string
+	for _, k := range fresh {
+		if w.catchUp.pos.Set() && w.parked[k] != w.catchUp.pos {
+			waiting = append(waiting, in[k])
+			continue
+		}
+		w.catchUp.keys[k] = true
+		delete(w.parked, k)
+	}
+	return waiting
 }
