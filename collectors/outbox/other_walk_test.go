@@ -25,7 +25,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-exporter/outbox_exporter/collectors/outbox/outboxsql"
+	"github.com/outbox-exporter/outbox_exporter/internal/pgtest"
 )
 
 func TestOracleOtherWalk(t *testing.T) {
@@ -252,4 +256,89 @@ func runOtherWalkSeed(t *testing.T, env *oracleEnv, seed uint64) {
 	advance()
 	step++
 	untilExact("the replayed row's publication", 3)
+}
+
+// TestWalkHorizon looks at the open transactions as a collection does
+// (HorizonQuery) while another session holds one open: at the first look
+// its start cannot be bounded (the horizon is unknown, no position may
+// move); once a look has seen the database without it, a transaction
+// opened after that look bounds the horizon at that look's time, and a
+// walk's end past it is moved back to it, one before it kept.
+func TestWalkHorizon(t *testing.T) {
+	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db.Exec(t, obStatusSchema)
+	o := obStatusOutbox()
+	spec, err := openSpec(ctx, db.Admin, "ob", o, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type look struct {
+		vxids  []string
+		starts []pgtype.Int8
+		now    int64
+		known  bool
+		pos    []pgtype.Text
+	}
+	var last look
+	at := func(ends ...outboxsql.WalkPos) look {
+		t.Helper()
+		var seen []outboxsql.WalkSeen
+		for i, v := range last.vxids {
+			seen = append(seen, outboxsql.WalkSeen{VXID: v, Micro: last.starts[i].Int64, Known: last.starts[i].Valid})
+		}
+		l := look{pos: make([]pgtype.Text, 2*len(ends))}
+		dest := []any{&l.vxids, &l.starts, &l.now, &l.known}
+		for i := range l.pos {
+			dest = append(dest, &l.pos[i])
+		}
+		q := spec.HorizonQuery(seen, last.now, last.now != 0, ends)
+		if err := db.Admin.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(dest...); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+		last = l
+		return l
+	}
+	open := func() pgx.Tx {
+		tx, err := db.Admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Before the database's own cleanup, which waits for the session.
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		if _, err := tx.Exec(ctx, "INSERT INTO outbox (event_type) VALUES ('a')"); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	tx := open()
+	if l := at(); l.known || len(l.vxids) == 0 {
+		t.Fatalf("first look with a transaction open: horizon known %v, %d transactions; want unknown", l.known, len(l.vxids))
+	}
+	if l := at(); l.known {
+		t.Fatal("second look, the same transaction still open: horizon known, want unknown (its start was never bounded)")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at()
+	tx = open()
+	before := last.now
+	future := outboxsql.WalkPos{At: "2999-01-01 00:00:00+00", Tid: "(7,3)"}
+	past := outboxsql.WalkPos{At: "2001-01-01 00:00:00+00", Tid: "(7,3)"}
+	l := at(future, past)
+	if !l.known {
+		t.Fatal("a transaction opened after the last look: horizon unknown, want it bounded by that look")
+	}
+	var moved time.Time
+	if err := db.Admin.QueryRow(ctx, "SELECT $1::text::timestamptz", l.pos[0].String).Scan(&moved); err != nil {
+		t.Fatal(err)
+	}
+	if moved.UnixMicro() != before || l.pos[1].String != outboxsql.WalkTidFirst {
+		t.Errorf("a walk's end past the horizon moved to (%s, %s), want the last look's time %v, %s", l.pos[0].String, l.pos[1].String, time.UnixMicro(before).UTC(), outboxsql.WalkTidFirst)
+	}
+	if l.pos[2].String != past.At || l.pos[3].String != past.Tid {
+		t.Errorf("a walk's end before the horizon moved to (%s, %s), want it kept", l.pos[2].String, l.pos[3].String)
+	}
 }
