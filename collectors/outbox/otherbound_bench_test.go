@@ -10,12 +10,17 @@ package outbox
 // walk: the walk in time order to the index's end (FoldOldestQuery, as
 // before the bounded reads); range and time: FoldBoundedQuery with its
 // count, in the first value's range and by time, at max_count's default
-// entry limit.
+// entry limit; resume: the resumed walk (FoldResumeQuery) with the look
+// at the open transactions (HorizonQuery), at its first collection (from
+// the index's start, max_count's default entry limit) and steady (from a
+// position 1,000 entries before the end: the rows written since the last
+// collection).
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +89,29 @@ func BenchmarkOtherUnfound(b *testing.B) {
 	run("range/first=gone.type", q, count)
 	q, count = spec.FoldBoundedQuery(f, none, Other, -1, limit)
 	run("time/first=other", q, count)
+	var near outboxsql.WalkPos
+	if err := db.Admin.QueryRow(ctx, `SELECT created_at::text FROM outbox WHERE published_at IS NULL
+	  ORDER BY created_at DESC OFFSET 1000 LIMIT 1`).Scan(&near.At); err != nil {
+		b.Fatal(err)
+	}
+	horizon := spec.HorizonQuery(nil, 0, true, []outboxsql.WalkPos{near})
+	first := spec.FoldResumeQuery(f, none, outboxsql.WalkPos{}, -1, limit)
+	steady := spec.FoldResumeQuery(f, none, near, -1, limit)
+	for _, q := range []string{first, steady} {
+		var plan []string
+		rows, err := db.Admin.Query(ctx, "EXPLAIN "+q, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				b.Fatal(err)
+			}
+			plan = append(plan, l)
+		}
+		b.Logf("plan:\n%s", strings.Join(plan, "\n"))
+	}
+	run("resume/first", first, horizon)
+	run("resume/steady", steady, horizon)
 }

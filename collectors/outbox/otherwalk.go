@@ -66,7 +66,7 @@ type walkRead struct {
 	limit   int
 	got     []group
 	n       pgtype.Int8
-	at, tid pgtype.Text
+	at      pgtype.Text
 }
 
 // complete reports whether the walk passed every entry after its start.
@@ -127,7 +127,7 @@ func (s *Sampler) queueWalks(b *pgx.Batch, spec *boundSpec, f outboxsql.LabelFol
 			continue
 		}
 		b.Queue(q).Query(func(rows pgx.Rows) error {
-			gs, err := scanGroups(rows, spec, 0, &wr.n, &wr.at, &wr.tid)
+			gs, err := scanGroups(rows, spec, 0, &wr.n, &wr.at)
 			if err != nil {
 				return fmt.Errorf("walk on to the oldest row of each series holding other no read found (capped): %w", err)
 			}
@@ -172,8 +172,8 @@ func (s *Sampler) settleWalks(ctx context.Context, tx pgx.Tx, spec *boundSpec, r
 				r.lowerBound = append(r.lowerBound, t)
 			}
 		}
-		if wr.n.Valid && wr.at.Valid && wr.tid.Valid {
-			ends = append(ends, outboxsql.WalkPos{At: wr.at.String, Tid: wr.tid.String})
+		if wr.n.Valid && wr.at.Valid {
+			ends = append(ends, outboxsql.WalkPos{At: wr.at.String})
 			moving = append(moving, wr)
 		}
 	}
@@ -183,7 +183,7 @@ func (s *Sampler) settleWalks(ctx context.Context, tx pgx.Tx, spec *boundSpec, r
 		starts []pgtype.Int8
 		now    int64
 		known  bool
-		pos    = make([]pgtype.Text, 2*len(ends))
+		pos    = make([]pgtype.Text, len(ends))
 	)
 	dest := []any{&vxids, &starts, &now, &known}
 	for i := range pos {
@@ -201,8 +201,8 @@ func (s *Sampler) settleWalks(ctx context.Context, tx pgx.Tx, spec *boundSpec, r
 		return nil
 	}
 	for i, wr := range moving {
-		if pos[2*i].Valid && pos[2*i+1].Valid {
-			wr.cur.pos = outboxsql.WalkPos{At: pos[2*i].String, Tid: pos[2*i+1].String}
+		if pos[i].Valid {
+			wr.cur.pos = outboxsql.WalkPos{At: pos[i].String}
 		}
 	}
 	return w.mergeCatchUp(ctx, tx, spec, walks)

@@ -7,36 +7,34 @@ import (
 	"time"
 )
 
-// WalkPos is a position in the order of the oldest index, (created_at,
-// ctid): a resumed walk reads the entries strictly after it. At is the
-// created_at as the column's text, Tid the ctid's; a Tid of "(0,0)"
-// (no row has it) makes the position the start of At's entries. The
-// zero WalkPos is no position: the walk starts at the age since.
+// WalkPos is a position in the order of the oldest index: a resumed
+// walk reads the entries from At, a created_at as the column's text, on
+// (those at At again: positions name no row, so that the walk stays an
+// index-only scan; a walk that stopped among more than its limit of
+// entries with one created_at would make no progress, its series lower
+// bounds until they are published). The zero WalkPos is no position: the
+// walk starts at the age since.
 type WalkPos struct {
-	At, Tid string
+	At string
 }
 
 // Set reports whether p is a position.
 func (p WalkPos) Set() bool { return p.At != "" }
 
-// WalkTidFirst is the ctid before every row's: a WalkPos with it starts
-// at the first entry of its created_at.
-const WalkTidFirst = "(0,0)"
-
 // FoldResumeQuery is FoldBoundedQuery resumed: over the oldest index's
-// entries strictly after from (from the age since when from is not set,
-// or also not before it when it is), in (created_at, ctid) order, at most
+// entries from from on (from the age since when from is not set, or also
+// not before it when it is), in created_at order (index-only), at most
 // limit+1 of them, the oldest of those that folds into each target. A
 // walk that proves, over several collections, that no unpublished row
 // folds into a series (its rows all published as a backlog drained) can
 // so go on where the last one stopped instead of passing every entry
 // again. Each row it returns carries the walk's end: how many entries it
 // passed (more than limit: it stopped early) and the last one's position,
-// as three more columns (int8, text, text); one row of zero count, with
-// no group, carries it when no target was met. "" without targets,
+// as two more columns (int8, text); one row of zero count, with no
+// group, carries it when no target was met. "" without targets,
 // labels or created_at. The values are inlined: run it unprepared.
 //
-// Columns: those of StateQuery, then entries, end created_at, end ctid.
+// Columns: those of StateQuery, then entries, end created_at.
 func (s *Spec) FoldResumeQuery(f LabelFold, targets [][]string, from WalkPos, since float64, limit int) string {
 	n := len(s.O.Labels)
 	if s.O.NoCreatedAt() || n == 0 || len(f.Keep) != n || len(targets) == 0 || limit < 1 {
@@ -56,7 +54,7 @@ func (s *Spec) FoldResumeQuery(f LabelFold, targets [][]string, from WalkPos, si
 	start := "NULL"
 	if from.Set() {
 		at := s.typedCreated(literal(from.At))
-		conds = append(conds, ca+" >= "+at, "("+ca+", t.ctid) > ("+at+", "+literal(from.Tid)+"::tid)")
+		conds = append(conds, ca+" >= "+at)
 		start = at
 	}
 	if since >= 0 {
@@ -68,9 +66,9 @@ func (s *Spec) FoldResumeQuery(f LabelFold, targets [][]string, from WalkPos, si
 		}
 	}
 	sh := s.stateShape()
-	entries := fmt.Sprintf("SELECT %s, %s AS k, %s AS wc, t.ctid AS wt FROM %s t WHERE %s ORDER BY %s, t.ctid LIMIT %d",
+	entries := fmt.Sprintf("SELECT %s, %s AS k, %s AS wc FROM %s t WHERE %s ORDER BY %s LIMIT %d",
 		strings.Join(sh.inner, ", "), s.foldKeyExpr(f), ca, s.table, s.where(conds...), ca, limit+1)
-	found := sh.aggregate(fmt.Sprintf("SELECT DISTINCT ON (x.k) x.* FROM e x WHERE x.k = ANY(ARRAY[%s]::text[]) ORDER BY x.k, x.wc, x.wt",
+	found := sh.aggregate(fmt.Sprintf("SELECT DISTINCT ON (x.k) x.* FROM e x WHERE x.k = ANY(ARRAY[%s]::text[]) ORDER BY x.k, x.wc",
 		strings.Join(keys, ", ")))
 	// The end rides on every row (so that their order does not matter),
 	// and on one row of zero count, which the scan skips as a group.
@@ -82,17 +80,12 @@ func (s *Spec) FoldResumeQuery(f LabelFold, targets [][]string, from WalkPos, si
 	for range s.Deadlines() {
 		empty = append(empty, "0::int8")
 	}
-	startTid := literal(from.Tid)
-	if !from.Set() {
-		startTid = literal(WalkTidFirst)
-	}
 	return fmt.Sprintf(`WITH e AS MATERIALIZED (%s),
-tr AS (SELECT (SELECT count(*) FROM e)::int8 AS wn, coalesce(l.wc::text, (%s)::text) AS wa, coalesce(l.wt::text, %s) AS wt
-  FROM (SELECT 1) one LEFT JOIN (SELECT wc, wt FROM e ORDER BY wc DESC, wt DESC LIMIT 1) l ON true),
+tr AS (SELECT count(*)::int8 AS wn, coalesce(max(wc)::text, (%s)::text) AS wa FROM e),
 g AS (%s)
-SELECT g.*, tr.wn, tr.wa, tr.wt FROM g, tr
+SELECT g.*, tr.wn, tr.wa FROM g, tr
 UNION ALL
-SELECT %s, tr.wn, tr.wa, tr.wt FROM tr`, entries, start, startTid, found, strings.Join(empty, ", "))
+SELECT %s, tr.wn, tr.wa FROM tr`, entries, start, found, strings.Join(empty, ", "))
 }
 
 // typedCreated is expr, a literal or an expression, as a value of the
@@ -124,14 +117,12 @@ type WalkSeen struct {
 // should not need may read it for every session.
 // The horizon is unknown (NULL) while a transaction whose start cannot
 // be bounded is open, or on a standby (the primary's transactions are
-// not seen). ends are positions (created_at text, ctid text); each is
-// returned as the earlier of itself and the horizon, the position a
-// later walk must start from.
+// not seen). ends are positions; each is returned as the earlier of
+// itself and the horizon, the position a later walk must start from.
 //
 // Columns: the open transactions' ids (text[]) and starts in
 // microseconds (int8[], NULL where unknown), now in microseconds, the
-// horizon known (bool), then for each of ends its created_at text and
-// ctid text.
+// horizon known (bool), then for each of ends its created_at text.
 func (s *Spec) HorizonQuery(seen []WalkSeen, prev int64, prevKnown bool, ends []WalkPos) string {
 	vals := []string{"(NULL::text, NULL::int8)"}
 	for _, x := range seen {
@@ -151,11 +142,7 @@ func (s *Spec) HorizonQuery(seen []WalkSeen, prev int64, prevKnown bool, ends []
 	hpos := s.typedCreated("(SELECT " + s.bound(s.O.CreatedAt, "('epoch'::timestamptz + (SELECT h FROM hz) * '1 microsecond'::interval)") + ")")
 	var cols []string
 	for _, p := range ends {
-		at := s.typedCreated(literal(p.At))
-		earlier := "(" + at + ", " + literal(p.Tid) + "::tid) <= (" + hpos + ", " + literal(WalkTidFirst) + "::tid)"
-		cols = append(cols,
-			"CASE WHEN "+earlier+" THEN "+literal(p.At)+"::text ELSE ("+hpos+")::text END",
-			"CASE WHEN "+earlier+" THEN "+literal(p.Tid)+"::text ELSE "+literal(WalkTidFirst)+"::text END")
+		cols = append(cols, "(least("+s.typedCreated(literal(p.At))+", "+hpos+"))::text")
 	}
 	sel := "SELECT coalesce((SELECT array_agg(v ORDER BY v) FROM b), '{}'), coalesce((SELECT array_agg(at ORDER BY v) FROM b), '{}'), " +
 		micros("now()") + ", (SELECT h FROM hz) IS NOT NULL"
@@ -174,6 +161,5 @@ hz AS (SELECT %s AS h)
 
 // WalkPosBeforeQuery tells whether position a is not after b (one bool).
 func (s *Spec) WalkPosBeforeQuery(a, b WalkPos) string {
-	return "SELECT (" + s.typedCreated(literal(a.At)) + ", " + literal(a.Tid) + "::tid) <= (" +
-		s.typedCreated(literal(b.At)) + ", " + literal(b.Tid) + "::tid)"
+	return "SELECT " + s.typedCreated(literal(a.At)) + " <= " + s.typedCreated(literal(b.At))
 }
