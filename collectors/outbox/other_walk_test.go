@@ -346,3 +346,28 @@ func TestWalkHorizon(t *testing.T) {
 		t.Errorf("a walk's end before the horizon moved to %s, want it kept", l.pos[1].String)
 	}
 }
+
+// TestWalkJoin: which series the catch-up cursor takes. A free cursor
+// starts at a parked series' position (a short walk) and takes the
+// series parked there; a series with no proof then waits (a lower
+// bound) rather than send the walk back to the start; while the cursor
+// starts from since, every series may join it.
+func TestWalkJoin(t *testing.T) {
+	p := outboxsql.WalkPos{At: "2030-01-01 00:00:00+00"}
+	in := map[string][]string{"a": {"a"}, "b": {"b"}, "c": {"c"}}
+	w := &otherWalk{parked: map[string]outboxsql.WalkPos{"b": p, "c": p}}
+	waiting := w.join(in)
+	if w.catchUp.pos != p || !w.catchUp.keys["b"] || !w.catchUp.keys["c"] || w.catchUp.keys["a"] {
+		t.Errorf("catch-up %+v, want b and c from their parked position", w.catchUp)
+	}
+	if !slices.EqualFunc(waiting, [][]string{{"a"}}, slices.Equal) {
+		t.Errorf("waiting %q, want a", waiting)
+	}
+	if len(w.parked) != 0 {
+		t.Errorf("parked %v after joining, want none", w.parked)
+	}
+	w = &otherWalk{parked: map[string]outboxsql.WalkPos{}, steady: walkCursor{keys: map[string]bool{"c": true}, pos: p}}
+	if waiting := w.join(in); len(waiting) != 0 || !w.catchUp.keys["a"] || !w.catchUp.keys["b"] || w.catchUp.pos.Set() || w.catchUp.keys["c"] {
+		t.Errorf("catch-up %+v, waiting %q: want a and b from since, c left to the steady cursor", w.catchUp, waiting)
+	}
+}
