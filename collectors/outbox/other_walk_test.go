@@ -132,130 +132,153 @@ func walkCompare(t *testing.T, step int, now time.Time, snap *Snapshot, rows []c
 	return bound[joinLabels(drained)]
 }
 
+// walkRun is one seed of TestOracleOtherWalk: the generated rows, those
+// committed apart (late, which sync does not write), the sampler, the
+// drained series and the collection's step.
+type walkRun struct {
+	t       *testing.T
+	ctx     context.Context
+	env     *oracleEnv
+	g       *otherGen
+	w       *walkTable
+	s       *Sampler
+	rows    []capsRow
+	late    []capsRow
+	drained []string
+	step    int
+}
+
+// sample writes the rows, collects and compares; it reports whether the
+// drained series was said to be a lower bound.
+func (x *walkRun) sample() bool {
+	t := x.t
+	t.Helper()
+	if err := x.w.sync(x.ctx, x.g.now, x.rows); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := x.s.Sample(x.ctx, x.env.pool)
+	if err != nil {
+		t.Fatalf("step %d: %v", x.step, err)
+	}
+	b := walkCompare(t, x.step, x.g.now, snap, append(slices.Clip(x.rows), x.late...), x.s, x.drained)
+	if t.Failed() {
+		t.FailNow()
+	}
+	return b
+}
+
+// advance moves to the next step: the clock on, fresh rows.
+func (x *walkRun) advance() {
+	x.g.now = x.g.now.Add(time.Duration(5+x.g.r.IntN(60)) * time.Second)
+	x.rows = drainNext(x.g, x.rows, x.s, x.drained)
+	x.step++
+}
+
+// untilExact collects until the drained series is exact, at most within
+// collections.
+func (x *walkRun) untilExact(what string, within int) {
+	x.t.Helper()
+	for first := x.step; x.sample(); x.advance() {
+		if x.step-first >= within {
+			x.t.Fatalf("step %d: %q still a lower bound %d collections after %s", x.step, x.drained, x.step-first, what)
+		}
+	}
+	x.t.Logf("step %d: %q exact (after %s)", x.step, x.drained, what)
+}
+
 func runOtherWalkSeed(t *testing.T, env *oracleEnv, seed uint64) {
 	g := newOtherGen(seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	admin := env.db.Admin
-	createCapsTable(ctx, t, admin)
+	createCapsTable(ctx, t, env.db.Admin)
 	createIndexes(ctx, t, env, g.o)
-	w := &walkTable{admin: admin, pub: map[int]bool{}}
-	rows := g.initial()
+	x := &walkRun{t: t, ctx: ctx, env: env, g: g, w: &walkTable{admin: env.db.Admin, pub: map[int]bool{}}, s: NewSampler("ob", g.o)}
+	x.rows = g.initial()
 	// A destination with some of the oldest rows, each of an event type
 	// of its own: its series is ("other", "dest.w").
 	for i := range g.o.MaxCount/2 + g.r.IntN(g.o.MaxCount/2) {
-		rows = append(rows, capsRow{created: g.now.Add(-time.Duration(4000+g.r.IntN(1000)) * time.Second),
+		x.rows = append(x.rows, capsRow{created: g.now.Add(-time.Duration(4000+g.r.IntN(1000)) * time.Second),
 			et: g.value("xw", i), topic: "dest.w", status: "PENDING"})
 	}
-	s := NewSampler("ob", g.o)
-	var drained []string
-	// late are the rows written apart (committed late), which sync does
-	// not write.
-	var late []capsRow
-	sample := func(step int) bool {
-		t.Helper()
-		if err := w.sync(ctx, g.now, rows); err != nil {
-			t.Fatal(err)
-		}
-		snap, err := s.Sample(ctx, env.pool)
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		b := walkCompare(t, step, g.now, snap, append(slices.Clip(rows), late...), s, drained)
-		if t.Failed() {
-			t.FailNow()
-		}
-		return b
+	x.sample()
+	x.drained = []string{Other, "dest.w"}
+	if !slices.ContainsFunc(x.s.cap.Targets(), func(v []string) bool { return slices.Equal(v, x.drained) }) {
+		x.drained = walkDrainTarget(x.s.cap.Targets())
 	}
-	advance := func() {
-		g.now = g.now.Add(time.Duration(5+g.r.IntN(60)) * time.Second)
-		rows = drainNext(g, rows, s, drained)
+	if x.drained == nil {
+		t.Fatalf("no series with other first and a value of its own among %q", x.s.cap.Targets())
 	}
-	sample(0)
-	drained = []string{Other, "dest.w"}
-	if !slices.ContainsFunc(s.cap.Targets(), func(x []string) bool { return slices.Equal(x, drained) }) {
-		drained = walkDrainTarget(s.cap.Targets())
-	}
-	if drained == nil {
-		t.Fatalf("no series with other first and a value of its own among %q", s.cap.Targets())
-	}
-	advance()
+	x.advance()
 	n := 0
-	for i := range rows {
-		if !rows[i].published && slices.Equal(s.Fold([]string{rows[i].et, rows[i].topic}), drained) {
-			rows[i].published, rows[i].publishedTime = true, g.now
+	for i, r := range x.rows {
+		if !r.published && slices.Equal(x.s.Fold([]string{r.et, r.topic}), x.drained) {
+			x.rows[i].published, x.rows[i].publishedTime = true, g.now
 			n++
 		}
 	}
-	t.Logf("%d rows, max_count %d: drained %q, %d rows published", len(rows), g.o.MaxCount, drained, n)
-	step := 1
+	t.Logf("%d rows, max_count %d: drained %q, %d rows published", len(x.rows), g.o.MaxCount, x.drained, n)
 	// The walk from where the read past the skip-scan stopped goes on
 	// over the collections, to the end.
-	untilExact := func(what string, within int) {
-		t.Helper()
-		for first := step; sample(step); step++ {
-			if step-first >= within {
-				t.Fatalf("step %d: %q still a lower bound %d collections after %s", step, drained, step-first, what)
-			}
-			advance()
-		}
-		t.Logf("step %d: %q exact (after %s)", step, drained, what)
-	}
-	untilExact("the drain", 60)
-	// A row of the drained series in a transaction open during a
-	// collection, committed after it, with a created_at the walk passed.
-	advance()
-	step++
+	x.untilExact("the drain", 60)
+	x.lateRow()
+	x.replay()
+}
+
+// lateRow writes a row of the drained series in a transaction open
+// during a collection, committed after it, with a created_at the walk
+// passed: the next collection must read it exactly. Published, the
+// series is walked on from where its proof ended, a short walk.
+func (x *walkRun) lateRow() {
+	t, ctx, admin := x.t, x.ctx, x.env.db.Admin
+	x.advance()
 	tx, err := admin.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	x := capsRow{created: g.now.Add(-time.Second), et: "ev.99999", topic: drained[1], status: "PENDING"}
-	if f := s.Fold([]string{x.et, x.topic}); !slices.Equal(f, drained) {
-		t.Fatalf("%q folds into %q, not %q", []string{x.et, x.topic}, f, drained)
+	r := capsRow{created: x.g.now.Add(-time.Second), et: "ev.99999", topic: x.drained[1], status: "PENDING"}
+	if f := x.s.Fold([]string{r.et, r.topic}); !slices.Equal(f, x.drained) {
+		t.Fatalf("%q folds into %q, not %q", []string{r.et, r.topic}, f, x.drained)
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO caps (id, created_at, event_type, topic, status) VALUES (1000000, $1, $2, $3, 'PENDING')",
-		x.created, x.et, x.topic); err != nil {
+		r.created, r.et, r.topic); err != nil {
 		t.Fatal(err)
 	}
-	sample(step)
+	x.sample()
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	late = append(late, x)
-	advance()
-	step++
-	if sample(step) {
-		t.Fatalf("step %d: the late row's series %q said a lower bound, want its exact age", step, drained)
+	x.late = append(x.late, r)
+	x.advance()
+	if x.sample() {
+		t.Fatalf("step %d: the late row's series %q said a lower bound, want its exact age", x.step, x.drained)
 	}
-	// Published: the series is walked on from where its proof ended, a
-	// short walk, not from the start again.
-	if _, err := admin.Exec(ctx, "UPDATE caps SET status = 'PUBLISHED', published_at = $1 WHERE id = 1000000", g.now); err != nil {
+	if _, err := admin.Exec(ctx, "UPDATE caps SET status = 'PUBLISHED', published_at = $1 WHERE id = 1000000", x.g.now); err != nil {
 		t.Fatal(err)
 	}
-	late[0].published = true
-	advance()
-	step++
-	untilExact("the late row's publication", 3)
-	// The oldest of its published rows set back to pending (a replay):
-	// the oldest row of all, the read by time meets it.
+	x.late[0].published = true
+	x.advance()
+	x.untilExact("the late row's publication", 3)
+}
+
+// replay sets the oldest published row of the drained series back to
+// pending (the oldest row of all, which the read by time meets: exact at
+// once), then publishes it again.
+func (x *walkRun) replay() {
 	old := -1
-	for i, x := range rows {
-		if x.published && slices.Equal(s.Fold([]string{x.et, x.topic}), drained) && (old < 0 || x.created.Before(rows[old].created)) {
+	for i, r := range x.rows {
+		if r.published && slices.Equal(x.s.Fold([]string{r.et, r.topic}), x.drained) && (old < 0 || r.created.Before(x.rows[old].created)) {
 			old = i
 		}
 	}
-	rows[old].published = false
-	advance()
-	step++
-	if sample(step) {
-		t.Fatalf("step %d: %q, a row of it set back to pending, said a lower bound, want its exact age", step, drained)
+	x.rows[old].published = false
+	x.advance()
+	if x.sample() {
+		x.t.Fatalf("step %d: %q, a row of it set back to pending, said a lower bound, want its exact age", x.step, x.drained)
 	}
-	rows[old].published, rows[old].publishedTime = true, g.now
-	advance()
-	step++
-	untilExact("the replayed row's publication", 3)
+	x.rows[old].published, x.rows[old].publishedTime = true, x.g.now
+	x.advance()
+	x.untilExact("the replayed row's publication", 3)
 }
 
 // TestWalkHorizon looks at the open transactions as a collection does
