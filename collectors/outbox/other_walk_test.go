@@ -302,6 +302,7 @@ func TestWalkHorizon(t *testing.T) {
 		starts []pgtype.Int8
 		now    int64
 		known  bool
+		server string
 		pos    []pgtype.Text
 	}
 	var last look
@@ -312,7 +313,7 @@ func TestWalkHorizon(t *testing.T) {
 			seen = append(seen, outboxsql.WalkSeen{VXID: v, Micro: last.starts[i].Int64, Known: last.starts[i].Valid})
 		}
 		l := look{pos: make([]pgtype.Text, len(ends))}
-		dest := []any{&l.vxids, &l.starts, &l.now, &l.known}
+		dest := []any{&l.vxids, &l.starts, &l.now, &l.known, &l.server}
 		for i := range l.pos {
 			dest = append(dest, &l.pos[i])
 		}

@@ -39,6 +39,8 @@ type otherWalk struct {
 	seen            []outboxsql.WalkSeen
 	seenAt          int64
 	looked          bool
+	// server is the start time of the server run the last look saw.
+	server string
 }
 
 type walkCursor struct {
@@ -55,7 +57,7 @@ func (w *otherWalk) clone() *otherWalk {
 		return &otherWalk{}
 	}
 	return &otherWalk{fold: w.fold, steady: w.steady.clone(), catchUp: w.catchUp.clone(), parked: maps.Clone(w.parked),
-		seen: slices.Clone(w.seen), seenAt: w.seenAt, looked: w.looked}
+		seen: slices.Clone(w.seen), seenAt: w.seenAt, looked: w.looked, server: w.server}
 }
 
 // walkRead is one resumed walk queued in a collection.
@@ -183,9 +185,10 @@ func (s *Sampler) settleWalks(ctx context.Context, tx pgx.Tx, spec *boundSpec, r
 		starts []pgtype.Int8
 		now    int64
 		known  bool
+		server string
 		pos    = make([]pgtype.Text, len(ends))
 	)
-	dest := []any{&vxids, &starts, &now, &known}
+	dest := []any{&vxids, &starts, &now, &known, &server}
 	for i := range pos {
 		dest = append(dest, &pos[i])
 	}
@@ -193,9 +196,15 @@ func (s *Sampler) settleWalks(ctx context.Context, tx pgx.Tx, spec *boundSpec, r
 	if err := tx.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(dest...); err != nil {
 		return fmt.Errorf("read the transactions open while walking to the oldest rows (capped): %w", err)
 	}
-	w.seen, w.seenAt, w.looked = w.seen[:0:0], now, true
+	// Another server run (a failover, a restart) has its own ids: the
+	// last look bounds none of its transactions.
+	other := w.looked && server != w.server
+	w.seen, w.seenAt, w.looked, w.server = w.seen[:0:0], now, true, server
 	for i, v := range vxids {
-		w.seen = append(w.seen, outboxsql.WalkSeen{VXID: v, Micro: starts[i].Int64, Known: starts[i].Valid})
+		w.seen = append(w.seen, outboxsql.WalkSeen{VXID: v, Micro: starts[i].Int64, Known: starts[i].Valid && !other})
+	}
+	if other {
+		return nil
 	}
 	if !known {
 		return nil

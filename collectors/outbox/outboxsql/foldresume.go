@@ -120,9 +120,14 @@ type WalkSeen struct {
 // not seen). ends are positions; each is returned as the earlier of
 // itself and the horizon, the position a later walk must start from.
 //
+// Virtual transaction ids are those of one server run: the server's
+// start time is returned too, and a look at another server or run (a
+// failover, a restart) must not be bounded by the last one's.
+//
 // Columns: the open transactions' ids (text[]) and starts in
 // microseconds (int8[], NULL where unknown), now in microseconds, the
-// horizon known (bool), then for each of ends its created_at text.
+// horizon known (bool), the server's start time (text), then for each of
+// ends its created_at text.
 func (s *Spec) HorizonQuery(seen []WalkSeen, prev int64, prevKnown bool, ends []WalkPos) string {
 	vals := []string{"(NULL::text, NULL::int8)"}
 	for _, x := range seen {
@@ -145,7 +150,7 @@ func (s *Spec) HorizonQuery(seen []WalkSeen, prev int64, prevKnown bool, ends []
 		cols = append(cols, "(least("+s.typedCreated(literal(p.At))+", "+hpos+"))::text")
 	}
 	sel := "SELECT coalesce((SELECT array_agg(v ORDER BY v) FROM b), '{}'), coalesce((SELECT array_agg(at ORDER BY v) FROM b), '{}'), " +
-		micros("now()") + ", (SELECT h FROM hz) IS NOT NULL"
+		micros("now()") + ", (SELECT h FROM hz) IS NOT NULL, pg_postmaster_start_time()::text"
 	if len(cols) > 0 {
 		sel += ", " + strings.Join(cols, ", ")
 	}
