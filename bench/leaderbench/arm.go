@@ -45,9 +45,13 @@ leader_election:
 `, a, b, schedule)
 }
 
-// arm runs n replicas for dur, each scraped every 15 s, and returns the
-// work the two databases did meanwhile and the runs the replicas logged.
-func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, scrapeFirst bool, proxy *pgProxy, k *kafkaPipeline) (work, error) {
+// arm runs n replicas for dur, each scraped every 15 s, then, with runs
+// above zero, until the replicas have logged that many reconcile runs
+// completed (without more scrapes), and returns the work the two
+// databases did meanwhile and the runs the replicas logged. Every arm
+// then holds the same runs: where the last one falls against the arm's
+// end (the schedule's phase) no longer changes what is counted.
+func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, runs int64, scrapeFirst bool, proxy *pgProxy, k *kafkaPipeline) (work, error) {
 	dir := filepath.Dir(cfg)
 	before, err := counters(ctx, a, b)
 	if err != nil {
@@ -84,7 +88,8 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, s
 	// Scrapes on a 15 s ticker, as Prometheus does: a loop that slept 15 s
 	// after each scrape would leave more than 15 s between two, and the
 	// exporter collects by itself whenever 15 s pass without one.
-	end := time.Now().Add(dur)
+	start := time.Now()
+	end := start.Add(dur)
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
 	var scrapes int64
@@ -96,22 +101,23 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, s
 			}
 		}
 	}
+	waitErr := awaitRuns(logs, runs, time.Now().Add(dur/4+time.Minute))
+	length := time.Since(start)
 	for _, c := range cmds {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
 		_ = c.Wait()
+	}
+	if waitErr != nil {
+		return work{}, waitErr
 	}
 	time.Sleep(2 * time.Second) // the servers flush their statistics
 	after, err := counters(ctx, a, b)
 	if err != nil {
 		return work{}, err
 	}
-	w := work{tuples: after.tuples - before.tuples, xacts: after.xacts - before.xacts, blocks: after.blocks - before.blocks, scrapes: scrapes}
+	w := work{tuples: after.tuples - before.tuples, xacts: after.xacts - before.xacts, blocks: after.blocks - before.blocks, scrapes: scrapes, length: length}
 	w.sessions, w.proxXacts = proxy.take()
-	for _, l := range logs {
-		raw, _ := os.ReadFile(l)
-		w.runs += int64(strings.Count(string(raw), `"msg":"reconcile run completed"`))
-		w.audits += int64(strings.Count(string(raw), `audit started: this replica leads it`))
-	}
+	w.runs, w.audits = logged(logs)
 	if k != nil {
 		kAfter, err := k.counters(ctx)
 		if err != nil {
@@ -121,6 +127,34 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, s
 			bytesOut: kAfter.bytesOut - kBefore.bytesOut, requests: kAfter.requests - kBefore.requests}
 	}
 	return w, nil
+}
+
+// logged counts the reconcile runs completed and the audits started that
+// the replicas' logs hold.
+func logged(logs []string) (runs, audits int64) {
+	for _, l := range logs {
+		raw, _ := os.ReadFile(l)
+		runs += int64(strings.Count(string(raw), `"msg":"reconcile run completed"`))
+		audits += int64(strings.Count(string(raw), `audit started: this replica leads it`))
+	}
+	return runs, audits
+}
+
+// awaitRuns waits until the logs hold runs reconcile runs completed
+// (none to wait for when runs is zero or less), at most until deadline.
+// It reads the log files only, which the databases do not see.
+func awaitRuns(logs []string, runs int64, deadline time.Time) error {
+	for runs > 0 {
+		got, _ := logged(logs)
+		switch {
+		case got >= runs:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("the replicas completed %d reconcile runs by the deadline, want %d (see -runs)", got, runs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 func scrape(addr string) {

@@ -37,9 +37,10 @@ func main() {
 	logStmts := flag.Bool("log-statements", false, "have the server log every statement on the two databases (log_statement=all), to tell what the transactions are")
 	arms := flag.String("arms", "1,2", "the arms to run, by replicas (a ratio needs 1 and 2)")
 	trace := flag.String("trace-sessions", "", "write a line per pool or lease session closed to this file")
+	runs := flag.Int64("runs", -1, "end each arm once the replicas completed this many reconcile runs, after -for (-1: -for over the schedule's @every interval; 0: at -for)")
 	withKafka := flag.Bool("kafka", true, "run an Apache Kafka broker (jars in .cache) with the audited topic, an audit and a consumer group whose lag is scraped")
 	flag.Parse()
-	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka, arms: *arms, trace: *trace}
+	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka, arms: *arms, trace: *trace, runs: *runs}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
@@ -53,6 +54,24 @@ type opts struct {
 	scrapeFirst, logStmts bool
 	kafka                 bool
 	arms, trace           string
+	runs                  int64
+}
+
+// armRuns is the number of reconcile runs each arm ends after: o.runs,
+// or with -1 as many as the schedule's @every interval fits in the arm.
+func armRuns(o opts) (int64, error) {
+	if o.runs >= 0 {
+		return o.runs, nil
+	}
+	every, ok := strings.CutPrefix(o.schedule, "@every ")
+	if !ok {
+		return 0, fmt.Errorf("-runs: the schedule %q is no @every interval; give the runs each arm ends after", o.schedule)
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(every))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("-runs: the schedule's interval %q is no duration; give the runs each arm ends after", every)
+	}
+	return int64(o.dur / d), nil
 }
 
 func run(o opts) error {
@@ -105,15 +124,19 @@ func run(o opts) error {
 		return err
 	}
 	fmt.Printf("indexes created as check asks: %d\n", made)
-	fmt.Printf("steady pipeline: %d rows, reconcile %s, audit: %v, scrapes every 15s (first replica only: %v), %v per arm\n",
-		o.rows, o.schedule, o.kafka, o.scrapeFirst, o.dur)
+	runs, err := armRuns(o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("steady pipeline: %d rows, reconcile %s, audit: %v, scrapes every 15s (first replica only: %v), %v per arm, then until %d reconcile runs completed\n",
+		o.rows, o.schedule, o.kafka, o.scrapeFirst, o.dur, runs)
 	var arms []work
 	for _, f := range strings.Split(o.arms, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return fmt.Errorf("-arms: %q is no number of replicas", f)
 		}
-		w, err := arm(ctx, o.bin, cfg, a, b, n, o.dur, o.scrapeFirst, proxy, k)
+		w, err := arm(ctx, o.bin, cfg, a, b, n, o.dur, runs, o.scrapeFirst, proxy, k)
 		if err != nil {
 			return err
 		}
@@ -153,6 +176,9 @@ type work struct {
 	// From the broker.
 	broker  brokerWork
 	scrapes int64
+	// length is how long the arm ran, from its replicas' start to the
+	// end of the last run it waited for.
+	length time.Duration
 }
 
 // databases creates and fills the authority/outbox and target databases.

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // report prints the arms' work as markdown tables, the pair's over one
 // replica's.
@@ -8,12 +11,13 @@ func report(arms []work, kafka bool) {
 	one, two := arms[0], arms[1]
 	r := func(a, b int64) string { return fmt.Sprintf("%.2fx", ratio(b, a)) }
 	fmt.Println("\nThe databases' own counters (pg_stat_database):")
-	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs | audits started | scrapes |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| arm | rows returned+fetched | transactions | blocks hit+read | reconcile runs | audits started | scrapes | length |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, w := range arms {
-		fmt.Printf("| %d replica(s) | %d | %d | %d | %d | %d | %d |\n", i+1, w.tuples, w.xacts, w.blocks, w.runs, w.audits, w.scrapes)
+		fmt.Printf("| %d replica(s) | %d | %d | %d | %d | %d | %d | %v |\n", i+1, w.tuples, w.xacts, w.blocks, w.runs, w.audits, w.scrapes, w.length.Round(100*time.Millisecond))
 	}
-	fmt.Printf("| ratio | %s | %s | %s | %s | | |\n", r(one.tuples, two.tuples), r(one.xacts, two.xacts), r(one.blocks, two.blocks), r(one.runs, two.runs))
+	fmt.Printf("| ratio | %s | %s | %s | %s | | | %.3fx |\n", r(one.tuples, two.tuples), r(one.xacts, two.xacts), r(one.blocks, two.blocks), r(one.runs, two.runs),
+		ratio(int64(two.length), int64(one.length)))
 
 	fmt.Println("\nThe exporters' transactions, counted on the wire (sessions opened in brackets):")
 	fmt.Println("| arm | lease | pool | other | all |")

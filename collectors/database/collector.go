@@ -121,7 +121,10 @@ func read(ctx context.Context, db pg.Beginner, wait time.Duration) (State, error
 	var caught, paused *bool
 	err := pg.RideInRound(ctx, db, wait, func() *pgx.Batch {
 		b := &pgx.Batch{}
-		b.Queue(stateQuery).QueryRow(func(row pgx.Row) error {
+		// Sent unnamed at every scrape: it reads no table, so planning
+		// it costs the server next to nothing, and preparing it would
+		// cost each new session an exchange (pg.Unprepared).
+		b.Queue(stateQuery, pg.Unprepared).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&st.InRecovery, &st.Now, &st.StartedAt, &st.ReplayedAt, &caught, &paused)
 		})
 		return b

@@ -51,6 +51,18 @@ func Task(kind, name string) string { return kind + "/" + name }
 // a standby costs the server one small transaction a minute (its try and
 // its wait share one), reads who leads once a minute, and keeps a
 // snapshot no longer than that.
+//
+// It stays a minute, not longer: the waiting statement holds a snapshot
+// for the whole wait (pg_stat_activity shows its backend_xmin), which
+// keeps VACUUM on the leases' database from removing rows deleted
+// meanwhile, and no wait for an advisory lock holds none. Every statement
+// that can call pg_advisory_lock takes a snapshot first (a SELECT, CALL,
+// EXPLAIN, even the protocol's fast-path function call); the one
+// statement that waits for a lock without a snapshot, LOCK TABLE, waits
+// for a table's lock, which a leader could hold only by keeping a
+// transaction open for its whole term. A longer wait would save the
+// server a transaction a minute and cost the monitored database a longer
+// vacuum horizon.
 const StandbyWait = time.Minute
 
 // Timing is the election's clock.

@@ -113,3 +113,49 @@ func TestStandbyWaitsForTheLock(t *testing.T) {
 		t.Errorf("the standby took no lease by waiting for it:\n%s", log.String())
 	}
 }
+
+// A standby's wait holds a snapshot (its backend_xmin, in
+// pg_stat_activity) for as long as it waits, which holds back VACUUM's
+// horizon on the leases' database: so the wait is bounded (StandbyWait)
+// and each wait statement holds it no longer than Wait.
+func TestStandbyWaitHoldsASnapshotNoLongerThanTheWait(t *testing.T) {
+	db := pgtest.New(t)
+	dbc := roleDB(t, db)
+	tm := fast
+	tm.Wait = 2 * time.Second
+	a := New(tasks, PGDialer(dbc, "a:9187", tm, nil), tm, testutil.Quiet())
+	start(t, a)
+	waitUntil(t, "a leads every task", func() bool { return len(leaders(map[string]*Elector{"a": a})) == len(tasks) })
+	b := New(tasks, PGDialer(dbc, "b:9187", tm, nil), tm, testutil.Quiet())
+	start(t, b)
+
+	ctx := context.Background()
+	var longest float64
+	waits := map[time.Time]bool{} // by the wait statement's start
+	waitUntil(t, "three waits of the standby seen", func() bool {
+		var xmin bool
+		var state, event string
+		var since time.Time
+		var age float64
+		err := db.Admin.QueryRow(ctx, `SELECT backend_xmin IS NOT NULL, coalesce(state, ''), coalesce(wait_event_type, ''),
+			query_start, extract(epoch from clock_timestamp() - query_start)::float8
+			FROM pg_stat_activity WHERE application_name = $1`, AppName("b:9187")).Scan(&xmin, &state, &event, &since, &age)
+		if err != nil {
+			return false // no session yet
+		}
+		if state == "active" && event == "Lock" {
+			if !xmin {
+				t.Errorf("the standby's wait holds no snapshot: the wait could be longer (StandbyWait)")
+			}
+			waits[since] = true
+			longest = max(longest, age)
+		}
+		return len(waits) >= 3
+	})
+	t.Logf("%d waits, the longest held its snapshot %.2fs", len(waits), longest)
+	// The server ends the wait at Wait (lock_timeout); the margin is
+	// for the server's and this sampler's scheduling.
+	if most := (tm.Wait + tm.Wait/2).Seconds(); longest > most {
+		t.Errorf("a wait statement held its snapshot %.1fs, longer than %.1fs (Wait %v)", longest, most, tm.Wait)
+	}
+}

@@ -108,8 +108,13 @@ func prepareSeen(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
 // Unprepared, as the first argument of a query queued on a batch, has
 // SendBatch and ReadOnlyBatch send it unnamed however often it was sent
 // before: a query whose text holds the values it reads changes with
-// them, and each text prepared would stay on the session for its life.
-// pgx drops it before sending (a query rewriter that rewrites nothing).
+// them, and each text prepared would stay on the session for its life;
+// and a query that reads no table costs the server next to nothing to
+// plan, so that preparing it (an exchange of its own on each new
+// session) would cost more than it saves. Its description is still kept
+// for the session's life: from its second sending it costs no exchange
+// of its own. pgx drops it before sending (a query rewriter that
+// rewrites nothing).
 var Unprepared pgx.QueryRewriter = unprepared{}
 
 type unprepared struct{}
