@@ -155,6 +155,20 @@ func (c *Collector) askShares(ctx context.Context, groups []string) shareAnswers
 	return a
 }
 
+// askShareDescribes sends only the DescribeShareGroups of groups, when
+// their offsets come from the share coordinator's log (sharelog.go).
+func (c *Collector) askShareDescribes(ctx context.Context, groups []string) shareAnswers {
+	a := shareAnswers{desc: kadm.DescribedShareGroups{}, miss: map[string]bool{}}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	c.startShareDescribes(ctx, c.shareLimits(), groups, &a, &mu, &wg)
+	wg.Wait()
+	a.missed = len(a.miss)
+	return a
+}
+
 // startShareDescribes starts the DescribeShareGroups of groups, descChunk
 // groups a request, each request in a goroutine of wg keeping its answer
 // in a under mu.

@@ -59,6 +59,11 @@ type sharePart struct {
 	// listed marks, while shareParts sorts them, the partitions the
 	// broker answered for.
 	listed bool
+	// fromLog marks a partition read from the share coordinator's log:
+	// its lag is worked out from done, its delivery-complete count, once
+	// the high watermark is listed.
+	fromLog bool
+	done    int32
 }
 
 // shareState is what one collection learned of one share group.
@@ -83,7 +88,15 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 	for i, g := range selected {
 		names[i] = g.Name
 	}
-	a := c.askShares(ctx, names)
+	fromLog := c.readShareLog(ctx)
+	var a shareAnswers
+	var logTopics map[string]map[string][]sharePart
+	if fromLog {
+		a = c.askShareDescribes(ctx, names)
+		logTopics = c.shareLogTopics(ctx, names)
+	} else {
+		a = c.askShares(ctx, names)
+	}
 	if a.missed > 0 {
 		c.logger.Warn("kafka share groups not answered within the scrape's time: their lag is not exported this scrape",
 			"cluster", c.cluster, "groups", a.missed, "of", len(names), "err", a.err)
@@ -106,6 +119,9 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 		}
 		if rg, ok := a.offs[name]; ok && !s.gone {
 			s.topics = shareParts(rg, c.topics, partial)
+		}
+		if fromLog && !s.gone {
+			s.topics = logTopics[name]
 		}
 	}
 	return out
@@ -229,6 +245,9 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 				hs.probes[i] = nil
 				sp := &parts[i]
 				end, ok := ends[sp.part]
+				if sp.fromLog && ok && end.Err == nil {
+					sp.lag, sp.lagOK = shareLag(shareEntry{start: sp.spso, done: sp.done}, end.Offset)
+				}
 				if !ok || end.Err != nil || !sp.lagOK {
 					continue
 				}
