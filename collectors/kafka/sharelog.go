@@ -249,12 +249,28 @@ func (c *Collector) shareLogTopics(ctx context.Context, groups []string) map[str
 			continue
 		}
 		topics := map[string][]sharePart{}
-		for _, e := range es {
-			name, ok := l.names[l.store.ids[e.topic]]
-			if !ok || (c.topics != nil && !c.topics(name)) || e.start == -1 {
+		// The entries are sorted by topic: one name lookup and one
+		// slice per topic.
+		for len(es) > 0 {
+			n := 1
+			for n < len(es) && es[n].topic == es[0].topic {
+				n++
+			}
+			run := es[:n]
+			es = es[n:]
+			name, ok := l.names[l.store.ids[run[0].topic]]
+			if !ok || (c.topics != nil && !c.topics(name)) {
 				continue
 			}
-			topics[name] = append(topics[name], sharePart{part: e.part, spso: e.start, done: e.done, fromLog: true})
+			parts := make([]sharePart, 0, len(run))
+			for _, e := range run {
+				if e.start != -1 {
+					parts = append(parts, sharePart{part: e.part, spso: e.start, done: e.done, fromLog: true})
+				}
+			}
+			if len(parts) > 0 {
+				topics[name] = parts
+			}
 		}
 		out[g] = topics
 	}

@@ -17,7 +17,10 @@ import (
 // has a start offset (SPSO) below which every record is acknowledged (or
 // archived), and the broker counts the records at or after it not yet
 // acknowledged as the partition's lag (DescribeShareGroupOffsets v1, the
-// LAG of kafka-share-groups --describe). The time lag is the age of the
+// LAG of kafka-share-groups --describe). On Apache Kafka the exporter
+// reads the same state from the share coordinator's log and counts that
+// lag as the broker does (sharelog.go); elsewhere it asks
+// (shareoffsets.go). The time lag is the age of the
 // first record at or after the SPSO the broker reports: every record
 // below it is done, so the oldest unacknowledged record is at or after it
 // and this age is never younger than the true one. It can be older: the
