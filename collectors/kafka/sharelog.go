@@ -243,6 +243,12 @@ func (c *Collector) shareLogTopics(ctx context.Context, groups []string) map[str
 	l := &c.shareLog
 	c.shareNames(ctx, groups)
 	out := make(map[string]map[string][]sharePart, len(groups))
+	// One slab for the collection's partitions, not a slice per topic.
+	n := 0
+	for _, g := range groups {
+		n += len(l.store.groups[g])
+	}
+	slab := make([]sharePart, 0, n)
 	for _, g := range groups {
 		es := l.store.groups[g]
 		if len(es) == 0 {
@@ -262,12 +268,13 @@ func (c *Collector) shareLogTopics(ctx context.Context, groups []string) map[str
 			if !ok || (c.topics != nil && !c.topics(name)) {
 				continue
 			}
-			parts := make([]sharePart, 0, len(run))
+			from := len(slab)
 			for _, e := range run {
 				if e.start != -1 {
-					parts = append(parts, sharePart{part: e.part, spso: e.start, done: e.done, fromLog: true})
+					slab = append(slab, sharePart{part: e.part, spso: e.start, done: e.done, fromLog: true})
 				}
 			}
+			parts := slab[from:len(slab):len(slab)]
 			if len(parts) > 0 {
 				topics[name] = parts
 			}

@@ -43,6 +43,10 @@ func shareSeries(got map[string]float64) map[string]float64 {
 	return out
 }
 
+// askOffsets makes c ask the share offsets with requests, never reading
+// the share coordinator's log: for the cases of the requests themselves.
+func askOffsets(c *Collector) { c.shareLog.skip = math.MaxInt }
+
 // viaRequests is a collector that asks the share offsets with
 // DescribeShareGroupOffsets, never reading the log: the broker's own
 // lag.
@@ -50,7 +54,7 @@ func viaRequests(t *testing.T, k *config.Kafka, now time.Time) map[string]float6
 	t.Helper()
 	c := newKafka(t, k)
 	c.now = func() time.Time { return now }
-	c.shareLog.skip = math.MaxInt
+	askOffsets(c)
 	got, err := scrape(t, c, 30*time.Second)
 	if err != nil {
 		t.Fatalf("Update through requests: %v", err)
