@@ -43,6 +43,9 @@ const (
 	shareLogStalls = 5
 )
 
+// errShareUnreadable is a record this reader cannot decode.
+var errShareUnreadable = errors.New("share coordinator record not readable")
+
 // errNoShareTopic is the log's absence: the cluster keeps no share state
 // there (kfake), or no share group ever had one.
 var errNoShareTopic = errors.New("no topic " + shareStateTopic)
@@ -52,10 +55,10 @@ var errNoShareTopic = errors.New("no topic " + shareStateTopic)
 type shareLog struct {
 	store *shareStore
 	next  map[int32]int64
-	// names is the topic names by id; unknown ids are looked up again at
-	// most every shareLogRetry collections (a deleted topic's state stays
-	// until the coordinator drops it).
+	// names is the topic names by id (shareNames); missing, the ids a
+	// look-up did not find, namesAge the collections since it.
 	names     map[[16]byte]string
+	missing   map[[16]byte]bool
 	namesAge  int
 	skip      int
 	fromLog   bool
@@ -72,11 +75,16 @@ func (c *Collector) readShareLog(ctx context.Context) bool {
 		return false
 	}
 	err := l.read(ctx, c.cl, c.adm, func(g string) bool { return matchAny(c.shares, g) })
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, errShareUnreadable) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed):
+		l.store, l.next, l.skip = nil, nil, shareLogRetry
+	case errors.Is(err, errNoShareTopic) || errors.Is(err, kerr.OffsetOutOfRange):
 		l.store, l.next = nil, nil
-		if !errors.Is(err, errNoShareTopic) {
-			l.skip = shareLogRetry
-		}
+	default:
+		// A broker or a leader away: what was read stays, each
+		// partition up to where it was read in order, and the next
+		// collection reads on from there.
 	}
 	if ok := err == nil; ok != l.fromLog || !l.announced {
 		l.fromLog, l.announced = ok, true
@@ -209,12 +217,12 @@ func (l *shareLog) replay(rp *kmsg.FetchResponseTopicPartition, left map[int32]i
 	}
 	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: at, Topic: shareStateTopic, Partition: p}, rp, kgo.DefaultDecompressor(), nil)
 	if fp.Err != nil {
-		return fmt.Errorf("decode %s/%d at %d: %w", shareStateTopic, p, at, fp.Err)
+		return fmt.Errorf("%w: %s/%d at %d: %w", errShareUnreadable, shareStateTopic, p, at, fp.Err)
 	}
 	for _, r := range fp.Records {
 		rec, ok, err := decodeShareRecord(r.Key, r.Value)
 		if err != nil {
-			return fmt.Errorf("%s/%d at %d: %w", shareStateTopic, p, r.Offset, err)
+			return fmt.Errorf("%w: %s/%d at %d: %w", errShareUnreadable, shareStateTopic, p, r.Offset, err)
 		}
 		if ok {
 			l.store.apply(rec)
@@ -241,7 +249,7 @@ func (l *shareLog) replay(rp *kmsg.FetchResponseTopicPartition, left map[int32]i
 // listed (sharesBehind).
 func (c *Collector) shareLogTopics(ctx context.Context, groups []string) map[string]map[string][]sharePart {
 	l := &c.shareLog
-	c.shareNames(ctx, groups)
+	c.shareNames(ctx)
 	out := make(map[string]map[string][]sharePart, len(groups))
 	// One slab for the collection's partitions, not a slice per topic.
 	n := 0
@@ -284,40 +292,43 @@ func (c *Collector) shareLogTopics(ctx context.Context, groups []string) map[str
 	return out
 }
 
-// shareNames looks the topic names up when the groups' state names a
-// topic id not known yet: on the first collection, then at most every
-// shareLogRetry collections.
-func (c *Collector) shareNames(ctx context.Context, groups []string) {
+// shareNames looks the topic names up when the log's state names a topic
+// id not known yet: on the first collection and as soon as a new topic
+// appears. An id still unknown after a look-up (a deleted topic, whose
+// state stays until the coordinator drops it) is looked up again only
+// every shareLogRetry collections.
+func (c *Collector) shareNames(ctx context.Context) {
 	l := &c.shareLog
-	l.namesAge++
-	if l.names != nil && l.namesAge < shareLogRetry {
-		return
+	if l.namesAge++; l.namesAge >= shareLogRetry {
+		l.missing = nil
 	}
-	unknown := l.names == nil
-	for _, g := range groups {
-		for _, e := range l.store.groups[g] {
-			if _, ok := l.names[l.store.ids[e.topic]]; !ok {
-				unknown = true
-				break
-			}
-		}
-		if unknown {
+	need := l.names == nil
+	for _, id := range l.store.ids {
+		if _, ok := l.names[id]; !ok && !l.missing[id] {
+			need = true
 			break
 		}
 	}
-	if !unknown {
+	if !need {
 		return
 	}
-	meta, err := c.adm.Metadata(ctx)
+	// Asked of a broker, not of the client's metadata cache: a topic
+	// created seconds ago must be found.
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.cl)
 	if err != nil {
-		// The groups' partitions on unknown topics are left out this
+		// The partitions on unknown topics are left out this
 		// collection; the next one asks again.
 		return
 	}
-	l.names, l.namesAge = make(map[[16]byte]string, len(meta.Topics)), 0
-	for name, td := range meta.Topics {
-		if td.Err == nil {
-			l.names[[16]byte(td.ID)] = name
+	l.names, l.namesAge, l.missing = make(map[[16]byte]string, len(resp.Topics)), 0, map[[16]byte]bool{}
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode == 0 && rt.Topic != nil {
+			l.names[rt.TopicID] = *rt.Topic
+		}
+	}
+	for _, id := range l.store.ids {
+		if _, ok := l.names[id]; !ok {
+			l.missing[id] = true
 		}
 	}
 }

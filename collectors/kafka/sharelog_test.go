@@ -69,8 +69,8 @@ var shareLogSeeds = flag.Int("kafka.share-log-seeds", 3, "seeded share-group sta
 // records, a group's start offset set again), every share series from
 // the share coordinator's log equals what the broker's own
 // DescribeShareGroupOffsets gives, on a collector reading the log from
-// the start and on one that read it before the last changes and reads
-// only what was written since.
+// the start and on one that read it before the last changes (a topic
+// created since among them) and reads only what was written since.
 func TestKafkaShareLogAgainstBroker(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*shareLogSeeds); seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -113,6 +113,12 @@ func TestKafkaShareLogAgainstBroker(t *testing.T) {
 				}
 				set(e.n("s0"))
 				shareAckSome(t, k, cl, e.n("s1"), topic, rng)
+				if round == 0 {
+					// A topic created after the first scrape: the
+					// steady collector must learn its name.
+					seedTopic(t, cl, adm, e.n("t2"), 1, n)
+					setShareStart(t, adm, e.n("s9"), e.n("t2"), map[int32]int64{0: rng.Int64N(int64(n) + 1)})
+				}
 			}
 			fresh := scrapeShares(t, k, now, true)
 			if g, w := fmt.Sprint(shareSeries(fresh)), fmt.Sprint(viaRequests(t, k, now)); g != w {
