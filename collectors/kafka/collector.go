@@ -102,6 +102,9 @@ type Collector struct {
 	shareBatch *shareBatcher
 	// shareCoord is the share groups' coordinators (sharecoord.go).
 	shareCoord shareCoords
+	// shareLog is the share coordinator's state read from its topic
+	// (sharelog.go).
+	shareLog shareLog
 }
 
 // NewCollector returns the lag collector of cluster k. It does not connect

@@ -243,7 +243,14 @@ func checkOracle(t *testing.T, b *kafkatest.Broker, k *config.Kafka, h history) 
 	if h.open != nil {
 		stable[h.openPart] = h.openAt
 	}
-	got := scrapeAt(t, k, h.at)
+	var got map[string]float64
+	if h.share != "" {
+		// On Apache Kafka a share group's offsets come from the share
+		// coordinator's log.
+		got = scrapeShares(t, k, h.at, true)
+	} else {
+		got = scrapeAt(t, k, h.at)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	rows, out, err := b.ConsumerGroupLag(ctx, h.groups...)

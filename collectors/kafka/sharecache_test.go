@@ -51,6 +51,9 @@ func shareProbesCached(t *testing.T, e kenv) {
 	if got := first[lagKey("outbox_share_group_lag_seconds", e.n("q1"), topic)]; got != now.Sub(kafkaBase.Add(time.Second)).Seconds() {
 		t.Fatalf("q1's time lag %v, want the age of record 1", got)
 	}
+	if c.shareLog.fromLog != (e.kc == nil) {
+		t.Fatalf("share offsets from the share coordinator's log: %v; want it on Apache Kafka only", c.shareLog.fromLog)
+	}
 	f1 := c.prober.Fetches()
 	if f1 == 0 {
 		t.Fatal("the first scrape read no record")

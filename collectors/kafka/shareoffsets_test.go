@@ -93,14 +93,16 @@ func (s shareSeeded) want(group string, now time.Time) map[string]float64 {
 	}
 }
 
-// Share groups asked in chunks of 3 over 2 connections: every group of
-// every chunk is exported with the broker's lag.
+// Share groups asked in chunks of 3 over 2 connections (the offsets asked
+// with requests, as where the share coordinator's log cannot be read):
+// every group of every chunk is exported with the broker's lag.
 func TestShareChunks(t *testing.T) {
 	onBoth(t, 1, func(t *testing.T, e kenv) {
 		k := kafkaCfg(e.Brokers())
 		k.ShareGroups = []string{e.pat("/q.*/")}
 		s := seedShareGroups(t, e, k, 8)
 		c := newKafka(t, k)
+		askOffsets(c)
 		c.shareLim = shareLimits{chunk: 3, fixed: true, conns: 2, timeout: 30 * time.Second}
 		now := kafkaBase.Add(time.Hour)
 		c.now = func() time.Time { return now }
@@ -183,7 +185,8 @@ func testShareUnanswered(t *testing.T, late bool) {
 	}
 }
 
-// With the default limits the size of the offsets requests follows the
+// With the default limits, the offsets asked with requests (as where the
+// share coordinator's log cannot be read), their size follows the
 // broker: on kfake, which answers many groups as fast as one, requests
 // soon name many groups; on Apache Kafka 4.4, where groups asked together
 // wait seconds, the one trial of two groups fails and the groups are
@@ -207,6 +210,7 @@ func TestShareOffsetsBatchSize(t *testing.T) {
 			}, &desc)
 		}
 		c := newKafka(t, k)
+		askOffsets(c)
 		now := kafkaBase.Add(time.Hour)
 		c.now = func() time.Time { return now }
 		for i := 0; i < 3; i++ {

@@ -17,7 +17,10 @@ import (
 // has a start offset (SPSO) below which every record is acknowledged (or
 // archived), and the broker counts the records at or after it not yet
 // acknowledged as the partition's lag (DescribeShareGroupOffsets v1, the
-// LAG of kafka-share-groups --describe). The time lag is the age of the
+// LAG of kafka-share-groups --describe). On Apache Kafka the exporter
+// reads the same state from the share coordinator's log and counts that
+// lag as the broker does (sharelog.go); elsewhere it asks
+// (shareoffsets.go). The time lag is the age of the
 // first record at or after the SPSO the broker reports: every record
 // below it is done, so the oldest unacknowledged record is at or after it
 // and this age is never younger than the true one. It can be older: the
@@ -59,6 +62,11 @@ type sharePart struct {
 	// listed marks, while shareParts sorts them, the partitions the
 	// broker answered for.
 	listed bool
+	// fromLog marks a partition read from the share coordinator's log:
+	// its lag is worked out from done, its delivery-complete count, once
+	// the high watermark is listed.
+	fromLog bool
+	done    int32
 }
 
 // shareState is what one collection learned of one share group.
@@ -83,7 +91,15 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 	for i, g := range selected {
 		names[i] = g.Name
 	}
-	a := c.askShares(ctx, names)
+	fromLog := c.readShareLog(ctx)
+	var a shareAnswers
+	var logTopics map[string]map[string][]sharePart
+	if fromLog {
+		a = c.askShareDescribes(ctx, names)
+		logTopics = c.shareLogTopics(ctx, names)
+	} else {
+		a = c.askShares(ctx, names)
+	}
 	if a.missed > 0 {
 		c.logger.Warn("kafka share groups not answered within the scrape's time: their lag is not exported this scrape",
 			"cluster", c.cluster, "groups", a.missed, "of", len(names), "err", a.err)
@@ -106,6 +122,9 @@ func (c *Collector) describeShares(ctx context.Context, selected []Listed, parti
 		}
 		if rg, ok := a.offs[name]; ok && !s.gone {
 			s.topics = shareParts(rg, c.topics, partial)
+		}
+		if fromLog && !s.gone {
+			s.topics = logTopics[name]
 		}
 	}
 	return out
@@ -229,6 +248,9 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 				hs.probes[i] = nil
 				sp := &parts[i]
 				end, ok := ends[sp.part]
+				if sp.fromLog && ok && end.Err == nil {
+					sp.lag, sp.lagOK = shareLag(shareEntry{start: sp.spso, done: sp.done}, end.Offset)
+				}
 				if !ok || end.Err != nil || !sp.lagOK {
 					continue
 				}
@@ -320,7 +342,10 @@ func (l *lowerBounds) report(partial *[]error) {
 // broker's lag, seconds from the record at the start offset.
 func shareSum(parts []sharePart, now time.Time) Topic {
 	ds := make([]Partition, len(parts))
-	for i, sp := range parts {
+	for i := range parts {
+		// By pointer: a sharePart is a few hundred bytes, and copying
+		// each was most of this loop's time.
+		sp := &parts[i]
 		d := Partition{Messages: sp.lag, MessagesOK: sp.lagOK}
 		switch {
 		case !sp.oOK:

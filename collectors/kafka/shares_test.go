@@ -150,7 +150,7 @@ func TestKafkaShareGroup(t *testing.T) {
 		t.Fatalf("kafka-share-groups: lag %d; the seeding wants 6", lag[0])
 	}
 	now := kafkaBase.Add(time.Hour)
-	got := scrapeAt(t, k, now)
+	got := scrapeShares(t, k, now, true)
 	wantSeries(t, got, map[string]float64{
 		lagKey("outbox_share_group_lag_messages", g, topic):     float64(lag[0]),
 		lagKey("outbox_share_group_lag_seconds", g, topic):      now.Sub(kafkaBase.Add(time.Duration(start[0]) * time.Second)).Seconds(),
