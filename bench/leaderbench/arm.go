@@ -124,7 +124,8 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, r
 			return work{}, err
 		}
 		w.broker = brokerWork{topicBytes: kAfter.topicBytes - kBefore.topicBytes, topicFetches: kAfter.topicFetches - kBefore.topicFetches,
-			bytesOut: kAfter.bytesOut - kBefore.bytesOut, requests: kAfter.requests - kBefore.requests}
+			bytesOut: kAfter.bytesOut - kBefore.bytesOut, requests: kAfter.requests - kBefore.requests,
+			cpuNanos: kAfter.cpuNanos - kBefore.cpuNanos}
 	}
 	return w, nil
 }

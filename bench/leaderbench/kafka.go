@@ -113,6 +113,10 @@ type brokerWork struct {
 	// bytesOut and requests: everything the client listener sent and
 	// the requests it answered (metadata, offsets, fetches, all kinds).
 	bytesOut, requests int64
+	// cpuNanos: the broker process's CPU time (its JVM's
+	// ProcessCpuTime), everything it did in the arm, its own background
+	// work (the controller, the log cleaner) and the JMX reads included.
+	cpuNanos int64
 }
 
 // counters reads the broker's counters through JMX with Kafka's own
@@ -122,6 +126,7 @@ func (k *kafkaPipeline) counters(ctx context.Context) (brokerWork, error) {
 		"kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=" + auditTopic,
 		"kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec,topic=" + auditTopic,
 		"kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=*",
+		"java.lang:type=OperatingSystem",
 	}
 	args := []string{"--jmx-url", k.jmx, "--one-time", "true", "--report-format", "properties"}
 	for _, n := range names {
@@ -160,13 +165,18 @@ func parseJMX(out string) (brokerWork, error) {
 			w.bytesOut += v
 		case strings.Contains(name, "socket-server-metrics") && strings.HasSuffix(name, ":response-total"):
 			w.requests += v
+		case strings.HasPrefix(name, "java.lang:type=OperatingSystem") && strings.HasSuffix(name, ":ProcessCpuTime"):
+			w.cpuNanos += v
 		default:
 			continue
 		}
 		seen++
 	}
-	if seen < 3 {
+	if seen < 4 {
 		return w, fmt.Errorf("JmxTool answered no counters:\n%s", out)
+	}
+	if w.cpuNanos <= 0 {
+		return w, fmt.Errorf("JmxTool answered no broker ProcessCpuTime:\n%s", out)
 	}
 	return w, nil
 }

@@ -35,3 +35,28 @@ func TestArmRuns(t *testing.T) {
 		}
 	}
 }
+
+func TestParseJMX(t *testing.T) {
+	out := `kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=outbox.events:Count=1300174
+kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec,topic=outbox.events:Count=1785
+kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=0:outgoing-byte-total=700000.0
+kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=1:outgoing-byte-total=686344.0
+kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=0:response-total=500.0
+kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=1:response-total=576.0
+java.lang:type=OperatingSystem:ProcessCpuTime=42500000000
+java.lang:type=OperatingSystem:Name=Linux
+java.lang:type=OperatingSystem:SystemCpuLoad=0.25
+`
+	w, err := parseJMX(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := brokerWork{topicBytes: 1300174, topicFetches: 1785, bytesOut: 1386344, requests: 1076, cpuNanos: 42500000000}
+	if w != want {
+		t.Errorf("parseJMX = %+v, want %+v", w, want)
+	}
+	noCPU := strings.ReplaceAll(out, "ProcessCpuTime", "ProcessCpuLoad")
+	if _, err := parseJMX(noCPU); err == nil {
+		t.Error("parseJMX without ProcessCpuTime: no error")
+	}
+}

@@ -34,12 +34,12 @@ func report(arms []work, kafka bool) {
 		return
 	}
 	fmt.Println("\nThe broker's own counters (JMX, read with JmxTool):")
-	fmt.Println("| arm | audited topic: bytes out | audited topic: fetch requests | all bytes out | all responses |")
-	fmt.Println("|---|---:|---:|---:|---:|")
+	fmt.Println("| arm | audited topic: bytes out | audited topic: fetch requests | all bytes out | all responses | broker CPU |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	for i, w := range arms {
 		b := w.broker
-		fmt.Printf("| %d replica(s) | %d | %d | %d | %d |\n", i+1, b.topicBytes, b.topicFetches, b.bytesOut, b.requests)
+		fmt.Printf("| %d replica(s) | %d | %d | %d | %d | %.2f s |\n", i+1, b.topicBytes, b.topicFetches, b.bytesOut, b.requests, float64(b.cpuNanos)/1e9)
 	}
 	a, b := one.broker, two.broker
-	fmt.Printf("| ratio | %s | %s | %s | %s |\n", r(a.topicBytes, b.topicBytes), r(a.topicFetches, b.topicFetches), r(a.bytesOut, b.bytesOut), r(a.requests, b.requests))
+	fmt.Printf("| ratio | %s | %s | %s | %s | %s |\n", r(a.topicBytes, b.topicBytes), r(a.topicFetches, b.topicFetches), r(a.bytesOut, b.bytesOut), r(a.requests, b.requests), r(a.cpuNanos, b.cpuNanos))
 }
