@@ -89,6 +89,11 @@ type shareState struct {
 	readUncommitted bool
 	topics          map[string][]sharePart
 	gone            bool
+	// order is topics' names sorted, and hs each one's hint set, the
+	// probes and the label set it had in the last collection: set by
+	// sharesBehind, carved from one slice for all groups.
+	order []string
+	hs    []*hintSet
 }
 
 // describeShares describes the selected share groups and their
@@ -249,9 +254,24 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 			sweepHints(c.cache.lastShares, c.cache.gen)
 		}
 	}()
+	n := 0
 	for _, s := range ss {
-		for t, parts := range s.topics {
+		n += len(s.topics)
+	}
+	order, hss := make([]string, 0, n), make([]*hintSet, 0, n)
+	for _, s := range ss {
+		from := len(order)
+		for t := range s.topics {
+			order = append(order, t)
+		}
+		s.order = order[from:len(order):len(order)]
+		if len(s.order) > 1 {
+			sort.Strings(s.order)
+		}
+		for _, t := range s.order {
+			parts := s.topics[t]
 			hs := hints(c.cache.lastShares, groupTopic{s.name, t}, len(parts), c.cache.gen)
+			hss = append(hss, hs)
 			used++
 			tid := c.cache.topicID(t)
 			ends, starts := v.ends[t], v.starts[t]
@@ -283,6 +303,7 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 				at = append(at, behindPart{sp, t, s.readUncommitted, &hs.probes[i]})
 			}
 		}
+		s.hs = hss[from:len(hss):len(hss)]
 	}
 	return at
 }
@@ -293,32 +314,37 @@ func (c *Collector) sharesBehind(ss []*shareState, v view) []behindPart {
 func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, now time.Time, partial *[]error) {
 	var low lowerBounds
 	defer low.report(partial)
-	var (
-		topics []string
-		buf    []Partition
-	)
+	var buf []Partition
 	for _, s := range ss {
 		if s.gone {
 			continue
 		}
-		ls := c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name)
+		gs := c.series.group(s.name)
+		ls := gs.deadline
+		if !c.series.hinted(ls) {
+			ls = c.series.labels(partial, kafkaDeadlineDesc, c.cluster, s.name)
+			gs.deadline = ls
+		}
 		ls.send(ch, 0, kafkaDeadlineDesc, c.cfg.DeadlineFor(s.name).Seconds())
 		if s.membersOK {
 			// The members share the deadline's label set.
 			ls.send(ch, 1, shareMembersDesc, float64(s.members))
-			c.series.send(ch, partial, shareInfoDesc, 1, c.cluster, s.name, s.state)
+			info := gs.info
+			if gs.state != s.state || gs.typ != shareType || !c.series.hinted(info) {
+				info = c.series.labels(partial, shareInfoDesc, c.cluster, s.name, s.state)
+				gs.info, gs.state, gs.typ = info, s.state, shareType
+			}
+			info.send(ch, 0, shareInfoDesc, 1)
 		}
-		topics = topics[:0]
-		for t := range s.topics {
-			topics = append(topics, t)
-		}
-		if len(topics) > 1 {
-			sort.Strings(topics)
-		}
-		for _, t := range topics {
+		for i, t := range s.order {
 			var sum Topic
 			sum, buf = shareSum(s.topics[t], now, buf)
-			ls := c.series.labels(partial, shareLagMessagesDesc, c.cluster, s.name, t)
+			hs := s.hs[i]
+			ls := hs.series
+			if !c.series.hinted(ls) {
+				ls = c.series.labels(partial, shareLagMessagesDesc, c.cluster, s.name, t)
+				hs.series = ls
+			}
 			if sum.MessagesOK {
 				ls.send(ch, 0, shareLagMessagesDesc, float64(sum.Messages))
 			}
@@ -331,6 +357,10 @@ func (c *Collector) emitShares(ch chan<- prometheus.Metric, ss []*shareState, no
 		}
 	}
 }
+
+// shareType marks a groupSets' info as a share group's (shareInfoDesc),
+// never one of the group types a consumer group's info names.
+const shareType = "\x00share"
 
 // lowerBounds counts the share groups' topics whose lag is a lower bound.
 type lowerBounds struct {
