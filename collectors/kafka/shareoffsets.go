@@ -371,33 +371,39 @@ func fetchShareOffsets(ctx context.Context, cl *kgo.Client, groups []string, coo
 // shareParts turns one group's share offsets into partitions by topic,
 // kept by filter, sorted by partition. Each partition goes to its own
 // index, so they come out sorted without a sort; the indexes left empty
-// are then squeezed out.
+// are then squeezed out. The group's topics share one allocation, and an
+// error code is looked up only when it is not 0 (the lookup, a map's,
+// was a third of this function's time at 10,000 groups).
 func shareParts(rg *kmsg.DescribeShareGroupOffsetsResponseGroup, filter func(string) bool, partial *[]error) map[string][]sharePart {
-	err := kerr.ErrorForCode(rg.ErrorCode)
-	if errors.Is(err, kerr.GroupIDNotFound) {
+	if rg.ErrorCode != 0 {
+		err := kerr.ErrorForCode(rg.ErrorCode)
+		if !errors.Is(err, kerr.GroupIDNotFound) {
+			*partial = append(*partial, fmt.Errorf("share group offsets of %s: %w", rg.GroupID, err))
+		}
 		return nil
 	}
-	if err != nil {
-		*partial = append(*partial, fmt.Errorf("share group offsets of %s: %w", rg.GroupID, err))
-		return nil
+	total := 0
+	for _, rt := range rg.Topics {
+		if filter == nil || filter(rt.Topic) {
+			total += int(sharePartsSpan(rt.Partitions))
+		}
 	}
+	slab := make([]sharePart, total)
 	out := make(map[string][]sharePart, len(rg.Topics))
 	for _, rt := range rg.Topics {
 		if filter != nil && !filter(rt.Topic) {
 			continue
 		}
-		n := int32(0)
-		for _, rp := range rt.Partitions {
-			n = max(n, rp.Partition+1)
-		}
-		parts := make([]sharePart, n)
+		n := sharePartsSpan(rt.Partitions)
+		parts := slab[:n:n]
+		slab = slab[n:]
 		for _, rp := range rt.Partitions {
 			p := rp.Partition
 			if p < 0 {
 				continue
 			}
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				*partial = append(*partial, fmt.Errorf("share group offset of %s on %s/%d: %w", rg.GroupID, rt.Topic, p, err))
+			if rp.ErrorCode != 0 {
+				*partial = append(*partial, fmt.Errorf("share group offset of %s on %s/%d: %w", rg.GroupID, rt.Topic, p, kerr.ErrorForCode(rp.ErrorCode)))
 				parts[p] = sharePart{part: p, listed: true}
 				continue
 			}
@@ -419,4 +425,13 @@ func shareParts(rg *kmsg.DescribeShareGroupOffsetsResponseGroup, filter func(str
 		out[rt.Topic] = kept
 	}
 	return out
+}
+
+// sharePartsSpan is one past the highest partition of ps.
+func sharePartsSpan(ps []kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition) int32 {
+	n := int32(0)
+	for _, rp := range ps {
+		n = max(n, rp.Partition+1)
+	}
+	return n
 }

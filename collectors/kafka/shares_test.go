@@ -180,8 +180,8 @@ func TestShareParts(t *testing.T) {
 		t.Fatalf("got %+v (partial %v), want %+v", got, partial, want)
 	}
 	got[0].o, got[0].oOK = Offsets{Commit: 4, End: 10}, true
-	got[0].probe, got[0].probeOK = Probe{From: 4, Next: 5, Stable: 10, Found: true, Offset: 4, Timestamp: kafkaBase.Add(-time.Minute)}, true
-	sum := shareSum(got, kafkaBase)
+	got[0].setProbe(&cachedProbe{key: probeKey{from: 4}, next: 5, stable: 10, found: true, offset: 4, stamped: true, ms: kafkaBase.Add(-time.Minute).UnixMilli()})
+	sum, _ := shareSum(got, kafkaBase, nil)
 	if sum.Messages != 6 || !sum.MessagesOK || sum.Seconds != 60 || !sum.Partial || sum.Unknown != 1 {
 		t.Fatalf("sum %+v: want 6 messages, 60 s, one partition unknown", sum)
 	}
@@ -233,5 +233,35 @@ func TestShareLowerBoundsOneError(t *testing.T) {
 		if v, ok := got[lagKey("outbox_share_group_lag_seconds", g, s.topic)]; ok {
 			t.Fatalf("time lag %v of %s exported without end offsets", v, g)
 		}
+	}
+}
+
+// A group's topics share one allocation: each topic keeps its own
+// partitions, a filtered topic takes no room, and a partition's error is
+// reported and leaves it unknown.
+func TestSharePartsTopicsApart(t *testing.T) {
+	part := func(p int32, start, lag int64, code int16) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
+		return kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition{Partition: p, StartOffset: start, Lag: lag, ErrorCode: code}
+	}
+	o := &kmsg.DescribeShareGroupOffsetsResponseGroup{GroupID: "q", Topics: []kmsg.DescribeShareGroupOffsetsResponseGroupTopic{
+		{Topic: "a", Partitions: []kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition{part(1, 5, 2, 0), part(0, 1, 3, 0)}},
+		{Topic: "skip", Partitions: []kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition{part(0, 9, 9, 0)}},
+		{Topic: "b", Partitions: []kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition{part(2, 7, 1, 0), part(0, 4, 4, kerr.UnknownServerError.Code)}},
+	}}
+	var partial []error
+	got := shareParts(o, func(t string) bool { return t != "skip" }, &partial)
+	want := map[string][]sharePart{
+		"a": {{part: 0, spso: 1, lag: 3, lagOK: true}, {part: 1, spso: 5, lag: 2, lagOK: true}},
+		"b": {{part: 0}, {part: 2, spso: 7, lag: 1, lagOK: true}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if len(partial) != 1 || !strings.Contains(partial[0].Error(), "share group offset of q on b/0") {
+		t.Fatalf("partial %v: want one error for b/0", partial)
+	}
+	got["a"] = append(got["a"], sharePart{part: 9})
+	if got["b"][0].part != 0 || got["b"][0].lagOK {
+		t.Fatalf("appending to a's partitions changed b's: %+v", got["b"])
 	}
 }

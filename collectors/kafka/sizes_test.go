@@ -25,6 +25,7 @@ func TestRetainedSizes(t *testing.T) {
 		{"committed (one per partition of each group, each scrape)", unsafe.Sizeof(committed{}), 16},
 		{"partPlan (one per partition of each group, each scrape)", unsafe.Sizeof(partPlan{}), 64},
 		{"pair (one per label pair in use)", unsafe.Sizeof(pair{}), 96},
+		{"sharePart (one per partition of each share group, each scrape)", unsafe.Sizeof(sharePart{}), 80},
 	} {
 		if c.got > c.want {
 			t.Errorf("%s is %d bytes, want at most %d", c.name, c.got, c.want)
@@ -32,6 +33,9 @@ func TestRetainedSizes(t *testing.T) {
 	}
 	if hasPointers(reflect.TypeFor[committed]()) {
 		t.Error("committed holds a pointer: every group's commits become memory the garbage collector scans")
+	}
+	if hasPointers(reflect.TypeFor[sharePart]()) {
+		t.Error("sharePart holds a pointer: every share group's partitions become memory the garbage collector scans")
 	}
 	// The gauge's dto.Gauge is protobuf's; if it grows, the bound above
 	// is the one to revisit, not a field of ours.
