@@ -51,8 +51,7 @@ leader_election:
 // databases did meanwhile and the runs the replicas logged. Every arm
 // then holds the same runs: where the last one falls against the arm's
 // end (the schedule's phase) no longer changes what is counted.
-func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, runs int64, scrapeFirst bool, proxy *pgProxy, k *kafkaPipeline) (work, error) {
-	dir := filepath.Dir(cfg)
+func arm(ctx context.Context, bin string, cfgs []string, a, b string, dur time.Duration, runs int64, scrapeFirst bool, proxy *pgProxy, k *kafkaPipeline) (work, error) {
 	before, err := counters(ctx, a, b)
 	if err != nil {
 		return work{}, err
@@ -63,27 +62,19 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, r
 			return work{}, err
 		}
 	}
+	postmaster, err := postmasterPID(ctx, a)
+	if err != nil {
+		return work{}, err
+	}
+	serverBefore, err := serverTicks(postmaster)
+	if err != nil {
+		return work{}, fmt.Errorf("the server's CPU time: %w", err)
+	}
 	proxy.reset()
-	var cmds []*exec.Cmd
-	var logs []string
-	var addrs []string
-	for i := 0; i < n; i++ {
-		addr, err := freeAddr()
-		if err != nil {
-			return work{}, err
-		}
-		log := filepath.Join(dir, fmt.Sprintf("arm%d-r%d.log", n, i))
-		f, err := os.Create(log)
-		if err != nil {
-			return work{}, err
-		}
-		c := exec.Command(bin, "--config.file="+cfg, "--web.listen-address="+addr, "--log.format=json")
-		c.Stdout, c.Stderr = f, f
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := c.Start(); err != nil {
-			return work{}, err
-		}
-		cmds, logs, addrs = append(cmds, c), append(logs, log), append(addrs, addr)
+	cmds, logs, addrs, err := startReplicas(bin, cfgs)
+	if err != nil {
+		stop(cmds)
+		return work{}, err
 	}
 	// Scrapes on a 15 s ticker, as Prometheus does: a loop that slept 15 s
 	// after each scrape would leave more than 15 s between two, and the
@@ -103,10 +94,7 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, r
 	}
 	waitErr := awaitRuns(logs, runs, time.Now().Add(dur/4+time.Minute))
 	length := time.Since(start)
-	for _, c := range cmds {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-		_ = c.Wait()
-	}
+	stop(cmds)
 	if waitErr != nil {
 		return work{}, waitErr
 	}
@@ -116,18 +104,57 @@ func arm(ctx context.Context, bin, cfg, a, b string, n int, dur time.Duration, r
 		return work{}, err
 	}
 	w := work{tuples: after.tuples - before.tuples, xacts: after.xacts - before.xacts, blocks: after.blocks - before.blocks, scrapes: scrapes, length: length}
-	w.sessions, w.proxXacts = proxy.take()
+	w.wire = proxy.take()
+	serverAfter, err := serverTicks(postmaster)
+	if err != nil {
+		return work{}, fmt.Errorf("the server's CPU time: %w", err)
+	}
+	w.serverTicks = serverAfter - serverBefore
 	w.runs, w.audits = logged(logs)
+	for _, l := range logs {
+		r, a := logged([]string{l})
+		w.runsBy, w.auditsBy = append(w.runsBy, r), append(w.auditsBy, a)
+	}
 	if k != nil {
 		kAfter, err := k.counters(ctx)
 		if err != nil {
 			return work{}, err
 		}
-		w.broker = brokerWork{topicBytes: kAfter.topicBytes - kBefore.topicBytes, topicFetches: kAfter.topicFetches - kBefore.topicFetches,
-			bytesOut: kAfter.bytesOut - kBefore.bytesOut, requests: kAfter.requests - kBefore.requests,
-			cpuNanos: kAfter.cpuNanos - kBefore.cpuNanos}
+		w.broker = kAfter.minus(kBefore)
 	}
 	return w, nil
+}
+
+// startReplicas starts a replica per configuration, each on an address
+// of its own and logging to a file beside its configuration.
+func startReplicas(bin string, cfgs []string) (cmds []*exec.Cmd, logs, addrs []string, err error) {
+	for i, cfg := range cfgs {
+		addr, err := freeAddr()
+		if err != nil {
+			return cmds, nil, nil, err
+		}
+		log := filepath.Join(filepath.Dir(cfg), fmt.Sprintf("arm%d-r%d.log", len(cfgs), i))
+		f, err := os.Create(log)
+		if err != nil {
+			return cmds, nil, nil, err
+		}
+		c := exec.Command(bin, "--config.file="+cfg, "--web.listen-address="+addr, "--log.format=json")
+		c.Stdout, c.Stderr = f, f
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			return cmds, nil, nil, err
+		}
+		cmds, logs, addrs = append(cmds, c), append(logs, log), append(addrs, addr)
+	}
+	return cmds, logs, addrs, nil
+}
+
+// stop ends the replicas and waits for them.
+func stop(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+		_ = c.Wait()
+	}
 }
 
 // logged counts the reconcile runs completed and the audits started that
@@ -190,6 +217,25 @@ func counters(ctx context.Context, urls ...string) (work, error) {
 		w.blocks += bl
 	}
 	return w, nil
+}
+
+// postmasterPID is the PID of the server's postmaster: the parent of a
+// session's backend.
+func postmasterPID(ctx context.Context, u string) (int, error) {
+	c, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var pid int
+	if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return 0, err
+	}
+	_, _, ppid, err := procTimes(pid)
+	if err != nil {
+		return 0, fmt.Errorf("the server is not on this machine (its backends' CPU is read from /proc): %w", err)
+	}
+	return ppid, nil
 }
 
 func freeAddr() (string, error) {

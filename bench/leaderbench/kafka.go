@@ -117,6 +117,19 @@ type brokerWork struct {
 	// ProcessCpuTime), everything it did in the arm, its own background
 	// work (the controller, the log cleaner) and the JMX reads included.
 	cpuNanos int64
+	// localMicros: the time the broker's request handlers spent on the
+	// requests (RequestMetrics' LocalTimeMs, count × mean, summed over the
+	// request kinds): their own processing, without the time a request
+	// queued or waited in purgatory (a fetch's long poll) or its answer
+	// took to send.
+	localMicros int64
+}
+
+// minus is w's counters less before's: what the broker did between.
+func (w brokerWork) minus(before brokerWork) brokerWork {
+	return brokerWork{topicBytes: w.topicBytes - before.topicBytes, topicFetches: w.topicFetches - before.topicFetches,
+		bytesOut: w.bytesOut - before.bytesOut, requests: w.requests - before.requests,
+		cpuNanos: w.cpuNanos - before.cpuNanos, localMicros: w.localMicros - before.localMicros}
 }
 
 // counters reads the broker's counters through JMX with Kafka's own
@@ -127,6 +140,7 @@ func (k *kafkaPipeline) counters(ctx context.Context) (brokerWork, error) {
 		"kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec,topic=" + auditTopic,
 		"kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=*",
 		"java.lang:type=OperatingSystem",
+		"kafka.network:type=RequestMetrics,name=LocalTimeMs,request=*",
 	}
 	args := []string{"--jmx-url", k.jmx, "--one-time", "true", "--report-format", "properties"}
 	for _, n := range names {
@@ -144,6 +158,8 @@ func (k *kafkaPipeline) counters(ctx context.Context) (brokerWork, error) {
 func parseJMX(out string) (brokerWork, error) {
 	var w brokerWork
 	seen := 0
+	// LocalTimeMs's count and mean, by request kind.
+	local := map[string][2]float64{}
 	for _, line := range strings.Split(out, "\n") {
 		line = strings.TrimSpace(line)
 		i := strings.LastIndex(line, "=")
@@ -167,6 +183,14 @@ func parseJMX(out string) (brokerWork, error) {
 			w.requests += v
 		case strings.HasPrefix(name, "java.lang:type=OperatingSystem") && strings.HasSuffix(name, ":ProcessCpuTime"):
 			w.cpuNanos += v
+		case strings.Contains(name, "name=LocalTimeMs") && strings.HasSuffix(name, ":Count"):
+			cm := local[strings.TrimSuffix(name, ":Count")]
+			cm[0] = f
+			local[strings.TrimSuffix(name, ":Count")] = cm
+		case strings.Contains(name, "name=LocalTimeMs") && strings.HasSuffix(name, ":Mean"):
+			cm := local[strings.TrimSuffix(name, ":Mean")]
+			cm[1] = f
+			local[strings.TrimSuffix(name, ":Mean")] = cm
 		default:
 			continue
 		}
@@ -177,6 +201,12 @@ func parseJMX(out string) (brokerWork, error) {
 	}
 	if w.cpuNanos <= 0 {
 		return w, fmt.Errorf("JmxTool answered no broker ProcessCpuTime:\n%s", out)
+	}
+	if len(local) == 0 {
+		return w, fmt.Errorf("JmxTool answered no RequestMetrics LocalTimeMs:\n%s", out)
+	}
+	for _, cm := range local {
+		w.localMicros += int64(cm[0] * cm[1] * 1000)
 	}
 	return w, nil
 }

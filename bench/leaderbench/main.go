@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,9 +39,10 @@ func main() {
 	arms := flag.String("arms", "1,2", "the arms to run, by replicas (a ratio needs 1 and 2)")
 	trace := flag.String("trace-sessions", "", "write a line per pool or lease session closed to this file")
 	runs := flag.Int64("runs", -1, "end each arm once the replicas completed this many reconcile runs, after -for (-1: -for over the schedule's @every interval; 0: at -for)")
+	warmup := flag.Duration("warmup", 2*time.Minute, "run one replica this long before the arms, uncounted: the broker's JIT compiler and the server's caches warm up there, not in the first arm (0: none)")
 	withKafka := flag.Bool("kafka", true, "run an Apache Kafka broker (jars in .cache) with the audited topic, an audit and a consumer group whose lag is scraped")
 	flag.Parse()
-	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka, arms: *arms, trace: *trace, runs: *runs}
+	o := opts{server: *server, bin: *bin, dur: *dur, rows: *rows, schedule: *schedule, scrapeFirst: *scrapeFirst, logStmts: *logStmts, kafka: *withKafka, arms: *arms, trace: *trace, runs: *runs, warmup: *warmup}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderbench:", err)
 		os.Exit(1)
@@ -49,7 +51,7 @@ func main() {
 
 type opts struct {
 	server, bin, schedule string
-	dur                   time.Duration
+	dur, warmup           time.Duration
 	rows                  int
 	scrapeFirst, logStmts bool
 	kafka                 bool
@@ -78,6 +80,10 @@ func run(o opts) error {
 	if o.bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
+	replicas, err := parseArms(o.arms)
+	if err != nil {
+		return err
+	}
 	ctx := context.Background()
 	a, b, drop, err := databases(ctx, o.server, o.rows, o.logStmts)
 	if err != nil {
@@ -88,7 +94,7 @@ func run(o opts) error {
 	if err != nil {
 		return err
 	}
-	proxy, err := newPGProxy(su.Host)
+	proxy, err := newPGProxy(su.Host, slices.Max(replicas))
 	if err != nil {
 		return err
 	}
@@ -115,11 +121,11 @@ func run(o opts) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cfg := filepath.Join(dir, "c.yml")
-	if err := os.WriteFile(cfg, []byte(config(via(a, proxy), via(b, proxy), o.schedule)+extra), 0o600); err != nil {
+	cfgs, err := writeConfigs(dir, a, b, o.schedule, extra, proxy, slices.Max(replicas))
+	if err != nil {
 		return err
 	}
-	made, err := checkIndexes(ctx, o.bin, cfg, a)
+	made, err := checkIndexes(ctx, o.bin, cfgs[0], a)
 	if err != nil {
 		return err
 	}
@@ -130,13 +136,12 @@ func run(o opts) error {
 	}
 	fmt.Printf("steady pipeline: %d rows, reconcile %s, audit: %v, scrapes every 15s (first replica only: %v), %v per arm, then until %d reconcile runs completed\n",
 		o.rows, o.schedule, o.kafka, o.scrapeFirst, o.dur, runs)
+	if err := warmUp(ctx, o, cfgs[0], a, b, proxy, k); err != nil {
+		return err
+	}
 	var arms []work
-	for _, f := range strings.Split(o.arms, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-arms: %q is no number of replicas", f)
-		}
-		w, err := arm(ctx, o.bin, cfg, a, b, n, o.dur, runs, o.scrapeFirst, proxy, k)
+	for _, n := range replicas {
+		w, err := arm(ctx, o.bin, cfgs[:n], a, b, o.dur, runs, o.scrapeFirst, proxy, k)
 		if err != nil {
 			return err
 		}
@@ -152,10 +157,54 @@ func run(o opts) error {
 	return nil
 }
 
-// via returns u (a database URL) pointing at the proxy.
-func via(u string, p *pgProxy) string {
+// writeConfigs writes a configuration per replica, which differ only in
+// the proxy's port they reach the server at, so the proxy tells their
+// work apart.
+func writeConfigs(dir, a, b, schedule, extra string, proxy *pgProxy, n int) ([]string, error) {
+	var cfgs []string
+	for i := range n {
+		cfg := filepath.Join(dir, fmt.Sprintf("c%d.yml", i))
+		if err := os.WriteFile(cfg, []byte(config(via(a, proxy.addr(i)), via(b, proxy.addr(i)), schedule)+extra), 0o600); err != nil {
+			return nil, err
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs, nil
+}
+
+// warmUp runs one replica for -warmup, uncounted.
+func warmUp(ctx context.Context, o opts, cfg, a, b string, proxy *pgProxy, k *kafkaPipeline) error {
+	if o.warmup <= 0 {
+		return nil
+	}
+	runs, err := armRuns(opts{schedule: o.schedule, dur: o.warmup, runs: -1})
+	if err != nil {
+		runs = 0 // a schedule without an interval: the warm-up ends at -warmup
+	}
+	fmt.Printf("warm-up: one replica for %v and %d reconcile runs, not counted\n", o.warmup, runs)
+	if _, err := arm(ctx, o.bin, []string{cfg}, a, b, o.warmup, runs, o.scrapeFirst, proxy, k); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return nil
+}
+
+// parseArms reads -arms: the replicas of each arm.
+func parseArms(arms string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(arms, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-arms: %q is no number of replicas", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// via returns u (a database URL) pointing at addr, a proxy's listener.
+func via(u, addr string) string {
 	pu, _ := url.Parse(u)
-	pu.Host = p.addr()
+	pu.Host = addr
 	return pu.String()
 }
 
@@ -169,10 +218,15 @@ func ratio(a, b int64) float64 {
 type work struct {
 	// From pg_stat_database.
 	tuples, xacts, blocks int64
-	// From the replicas' logs: reconcile runs completed, audits started.
-	runs, audits int64
-	// From the proxy: sessions opened and transactions, by kind.
-	sessions, proxXacts map[string]int64
+	// From the replicas' logs: reconcile runs completed, audits started;
+	// and the runs by replica.
+	runs, audits     int64
+	runsBy, auditsBy []int64
+	// From the proxy: sessions opened, transactions, bytes each way and
+	// the sessions' backends' CPU time, by kind.
+	wire wire
+	// serverTicks is the whole PostgreSQL server's CPU time.
+	serverTicks int64
 	// From the broker.
 	broker  brokerWork
 	scrapes int64

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -46,17 +47,58 @@ kafka.server:type=socket-server-metrics,listener=PLAINTEXT,networkProcessor=1:re
 java.lang:type=OperatingSystem:ProcessCpuTime=42500000000
 java.lang:type=OperatingSystem:Name=Linux
 java.lang:type=OperatingSystem:SystemCpuLoad=0.25
+kafka.network:type=RequestMetrics,name=LocalTimeMs,request=Fetch:Count=100
+kafka.network:type=RequestMetrics,name=LocalTimeMs,request=Fetch:Mean=0.5
+kafka.network:type=RequestMetrics,name=LocalTimeMs,request=Fetch:99thPercentile=3.0
+kafka.network:type=RequestMetrics,name=LocalTimeMs,request=Metadata:Count=40
+kafka.network:type=RequestMetrics,name=LocalTimeMs,request=Metadata:Mean=0.25
 `
 	w, err := parseJMX(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := brokerWork{topicBytes: 1300174, topicFetches: 1785, bytesOut: 1386344, requests: 1076, cpuNanos: 42500000000}
+	want := brokerWork{topicBytes: 1300174, topicFetches: 1785, bytesOut: 1386344, requests: 1076, cpuNanos: 42500000000, localMicros: 60000}
 	if w != want {
 		t.Errorf("parseJMX = %+v, want %+v", w, want)
 	}
 	noCPU := strings.ReplaceAll(out, "ProcessCpuTime", "ProcessCpuLoad")
 	if _, err := parseJMX(noCPU); err == nil {
 		t.Error("parseJMX without ProcessCpuTime: no error")
+	}
+	noLocal := strings.ReplaceAll(out, "LocalTimeMs", "RemoteTimeMs")
+	if _, err := parseJMX(noLocal); err == nil {
+		t.Error("parseJMX without LocalTimeMs: no error")
+	}
+}
+
+// TestParseStat: a backend's times and parent from its /proc stat line,
+// whose command name may hold spaces and brackets.
+func TestParseStat(t *testing.T) {
+	line := "4242 (postgres: 15/main: postgres oxlb_a (x) idle) S 900 4242 4242 0 -1 4194560 1200 0 0 0 37 5 11 2 20 0 1 0 123456 250000000 3000 18446744073709551615\n"
+	own, children, ppid, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own != 42 || children != 13 || ppid != 900 {
+		t.Errorf("parseStat = own %d, children %d, ppid %d; want 42, 13, 900", own, children, ppid)
+	}
+	for _, bad := range []string{"4242 postgres S 900", "4242 (postgres) S 900 1 2", "4242 (postgres) S 900 4242 4242 0 -1 4194560 1200 0 0 0 x 5 11 2"} {
+		if _, _, _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q): no error", bad)
+		}
+	}
+}
+
+// TestProcTimesOfThisProcess: the bench's own process, read from /proc,
+// has spent time and has the parent the runtime says.
+func TestProcTimesOfThisProcess(t *testing.T) {
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+	}
+	own, _, ppid, err := procTimes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own <= 0 || ppid != os.Getppid() {
+		t.Errorf("procTimes(self) = own %d ticks, ppid %d; want some time and ppid %d", own, ppid, os.Getppid())
 	}
 }

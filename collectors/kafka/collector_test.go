@@ -106,13 +106,21 @@ func commit(t *testing.T, adm *kadm.Client, group string, topic string, at map[i
 // and fails the test if the collection fails.
 func scrapeAt(t *testing.T, k *config.Kafka, now time.Time) map[string]float64 {
 	t.Helper()
+	_, got := scrapedAt(t, k, now)
+	return got
+}
+
+// scrapedAt is scrapeAt that also returns the collector, for what it
+// kept.
+func scrapedAt(t *testing.T, k *config.Kafka, now time.Time) (*Collector, map[string]float64) {
+	t.Helper()
 	c := newKafka(t, k)
 	c.now = func() time.Time { return now }
 	got, err := scrape(t, c, 10*time.Second)
 	if err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	return got
+	return c, got
 }
 
 func scrape(t *testing.T, c *Collector, timeout time.Duration) (map[string]float64, error) {

@@ -20,12 +20,7 @@ import (
 // from requests (!fromLog).
 func scrapeShares(t *testing.T, k *config.Kafka, now time.Time, fromLog bool) map[string]float64 {
 	t.Helper()
-	c := newKafka(t, k)
-	c.now = func() time.Time { return now }
-	got, err := scrape(t, c, 10*time.Second)
-	if err != nil {
-		t.Fatalf("Update: %v", err)
-	}
+	c, got := scrapedAt(t, k, now)
 	if c.shareLog.fromLog != fromLog {
 		t.Fatalf("share offsets from the log: %v, want %v", c.shareLog.fromLog, fromLog)
 	}
